@@ -1,0 +1,53 @@
+# kimik3-lessons: `make lab` opens the lessons, `make test` checks every module and notebook.
+# Both create .venv on first use and install everything into it.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+# Without an NVIDIA GPU, pin the CPU build of PyTorch: a plain `torch` pulls a multi-GB CUDA build.
+# Override for another machine, e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+ifeq ($(HAS_GPU),yes)
+TORCH_SPEC ?= torch
+else
+TORCH_SPEC ?= torch==2.13.0
+endif
+
+# pytest workers for the notebooks (each notebook runs whole in one worker).
+WORKERS ?= 2
+# Figures written while testing go to a scratch folder, so a test run leaves the tree clean.
+SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-figures
+TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)" MPLBACKEND=Agg
+
+.PHONY: lab test notebooks bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	rm -rf "$(SCRATCH)" && mkdir -p "$(SCRATCH)"
+	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
+	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --nbval-lax --nbval-current-env notebooks/
+
+# Execute every notebook in place (outputs kept for readers on GitHub) and refresh figures/.
+notebooks: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m kimik3_lessons run-notebooks notebooks/*.ipynb
+
+bench: $(STAMP)
+	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks conftest.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
