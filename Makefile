@@ -18,8 +18,10 @@ endif
 # pytest workers for the notebooks (each notebook runs whole in one worker).
 WORKERS ?= 2
 # Figures written while testing go to a scratch folder, so a test run leaves the tree clean.
+# One OpenMP thread per worker: two workers with two threads each oversubscribe a 2-core machine, and
+# the lessons' many small tensor ops then run up to 20x slower.
 SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-figures
-TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)" MPLBACKEND=Agg
+TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)" MPLBACKEND=Agg OMP_NUM_THREADS=1
 
 .PHONY: lab test notebooks bench lint clean
 

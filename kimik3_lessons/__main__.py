@@ -39,7 +39,9 @@ def run_notebook(path, online=False, timeout=1800):
                 cell.source = source
 
     nb = nbformat.read(path, as_version=4)
-    LessonClient(nb, timeout=timeout, kernel_name="python3",
+    for cell in nb.cells:  # timestamps of an earlier run would only add noise to the diff
+        cell.metadata.pop("execution", None)
+    LessonClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                  resources={"metadata": {"path": str(Path(path).parent)}}).execute()
     nbformat.write(nb, path)
 

@@ -4,9 +4,9 @@
 - checking:    `check_close` (one line per claim, an AssertionError with the numbers when it fails)
 - measuring:   `timeit` (warm-up, repeats, median, CUDA-synchronized), `progress`
 - drawing:     `save_figure` (figures/NN_name.png, or a scratch folder under `make test`)
-- the contract of the mixing ops (DESIGN.md): `check_mixing_inputs`, `compute_dtype`,
-  `split_chunks` / `merge_chunks` (zero-padding T up to a multiple of the chunk size),
-  `check_triton_inputs`
+- the contract of the mixing ops (DESIGN.md): `check_mixing_inputs`, `check_chunk_size`,
+  `compute_dtype`, `split_chunks` / `merge_chunks` (zero-padding T up to a multiple of the chunk size),
+  and for the Triton paths `check_triton_options`, `check_triton_inputs`
 """
 
 import os
@@ -64,7 +64,8 @@ def setup(seed=0):
         "axes.spines.right": False,
     })
     dev = device()
-    where = torch.cuda.get_device_name() if on_gpu() else f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
+    cpu = f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
+    where = torch.cuda.get_device_name() if on_gpu() else cpu
     try:
         import triton
         triton_version = triton.__version__
@@ -197,10 +198,12 @@ def _shape(x):
     return "[" + ", ".join(str(n) for n in x.shape) + "]"
 
 
-def check_mixing_inputs(q, k, v, *, g=None, beta=None, initial_state=None, gate=None):
+def check_mixing_inputs(q, k, v, *, g=None, beta=None, initial_state=None, gate=None, needs_beta=False):
     """Validate the inputs of a recurrent mixing op; return (B, H, T, K, V).
 
     gate: None (no decay), "scalar" (g is [B, H, T]) or "channel" (g is [B, H, T, K]).
+    beta [B, H, T] is checked when given, and required (None refused) for delta-rule ops: needs_beta=True
+    or any gate.
     Raises ValueError naming the argument and the shape it expected.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -225,7 +228,7 @@ def check_mixing_inputs(q, k, v, *, g=None, beta=None, initial_state=None, gate=
             raise ValueError(f"g (log decay, {gate}) must be [{', '.join(map(str, expected))}], got {got}")
         if (g > 0).any():
             raise ValueError(f"g is a log decay and must be <= 0, got a maximum of {g.max().item():.3g}")
-    if beta is not None or gate is not None:
+    if beta is not None or needs_beta or gate is not None:
         if not isinstance(beta, torch.Tensor) or tuple(beta.shape) != (B, H, T):
             got = _shape(beta) if isinstance(beta, torch.Tensor) else type(beta).__name__
             raise ValueError(f"beta must be [B, H, T] = [{B}, {H}, {T}], got {got}")
@@ -241,6 +244,16 @@ def check_chunk_size(chunk_size, power_of_two=False):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     if power_of_two and chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size must be a power of two for the Triton kernel, got {chunk_size}")
+
+
+def check_triton_options(chunk_size, input_precision="ieee"):
+    """The kernels tile by the chunk: a power of two >= 16 (the smallest `tl.dot` tile); products in
+    full float32 ("ieee") or in a GPU's TF32 tensor cores ("tf32", relative errors near 1e-3)."""
+    check_chunk_size(chunk_size, power_of_two=True)
+    if chunk_size < 16:
+        raise ValueError(f"chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got {chunk_size}")
+    if input_precision not in ("ieee", "tf32"):
+        raise ValueError(f"input_precision must be 'ieee' or 'tf32', got {input_precision!r}")
 
 
 def compute_dtype(x):

@@ -18,7 +18,10 @@ def pair():
 
 
 def test_gpt2_small_has_124_439_808_parameters():
-    assert gpt2.GPT(gpt2.GPTConfig()).num_parameters() == 124_439_808
+    with torch.device("meta"):                                # shapes only: no memory, no init time
+        model = gpt2.GPT(gpt2.GPTConfig())
+    assert model.num_parameters() == 124_439_808
+    assert model.lm_head.weight is model.wte.weight
 
 
 def test_logits_match_transformers(pair):

@@ -41,7 +41,9 @@ def test_check_mixing_inputs_names_the_bad_argument():
         (dict(q=q, k=q[..., :3], v=v), "k must have the shape of q"),
         (dict(q=q, k=q, v=v[:, :, :4]), "v must be"),
         (dict(q=q, k=q, v=v, beta=torch.rand(1, 2, 4)), "beta must be"),
-        (dict(q=q, k=q, v=v, g=torch.zeros(1, 2, 5, 4), beta=torch.rand(1, 2, 5), gate="scalar"), "g .*scalar"),
+        (dict(q=q, k=q, v=v, beta=None, needs_beta=True), "beta must be"),
+        (dict(q=q, k=q, v=v, g=torch.zeros(1, 2, 5, 4), beta=torch.rand(1, 2, 5), gate="scalar"),
+         "g .*scalar"),
         (dict(q=q, k=q, v=v, g=torch.full((1, 2, 5), 0.1), beta=torch.rand(1, 2, 5), gate="scalar"), "<= 0"),
         (dict(q=q, k=q, v=v, g=torch.zeros(1, 2, 5), beta=torch.rand(1, 2, 5), gate="channel"), "channel"),
         (dict(q=q, k=q, v=v, initial_state=torch.zeros(1, 2, 3, 4)), "initial_state must be"),
@@ -51,7 +53,12 @@ def test_check_mixing_inputs_names_the_bad_argument():
             lab.check_mixing_inputs(**kwargs)
 
 
-def test_check_chunk_size():
+def test_check_chunk_size_and_triton_options():
+    lab.check_triton_options(16, "tf32")
+    with pytest.raises(ValueError, match=">= 16"):
+        lab.check_triton_options(8)
+    with pytest.raises(ValueError, match="input_precision"):
+        lab.check_triton_options(64, "bf16")
     lab.check_chunk_size(48)
     with pytest.raises(ValueError, match="power of two"):
         lab.check_chunk_size(48, power_of_two=True)
