@@ -32,8 +32,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# Jupyter refuses to run as root unless told; containers and course machines often are root.
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
 
 test: $(STAMP)
 	rm -rf "$(SCRATCH)" && mkdir -p "$(SCRATCH)"

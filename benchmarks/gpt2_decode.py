@@ -1,6 +1,6 @@
 """Cached vs uncached greedy decoding with GPT-2 small (random weights: speed does not depend on them).
 
-    .venv/bin/python benchmarks/gpt2_decode.py [--new-tokens 100] [--prompt 16]
+    .venv/bin/python benchmarks/gpt2_decode.py [--new-tokens 100] [--prompt 16] [--repeat 1]
 
 Prints the time per generated token of each mode, the ratio, and checks that both modes produce the
 same tokens and that the cache is at least 2x faster at ~100 generated tokens.
@@ -17,6 +17,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument("--prompt", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=1, help="timed generations per mode (median)")
     parser.add_argument("--min-speedup", type=float, default=2.0)
     args = parser.parse_args()
 
@@ -31,7 +32,7 @@ def main():
         label = "cached" if use_cache else "uncached"
         tokens[label] = model.generate(prompt, args.new_tokens, use_cache=use_cache)
         seconds[label] = lab.timeit(model.generate, prompt, args.new_tokens, use_cache=use_cache,
-                                    warmup=0, repeat=3)
+                                    warmup=0, repeat=args.repeat)
     print(f"{'mode':<10}{'total s':>10}{'ms / token':>12}")
     for label, s in seconds.items():
         print(f"{label:<10}{s:>10.2f}{1e3 * s / args.new_tokens:>12.1f}")
