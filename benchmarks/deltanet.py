@@ -12,7 +12,6 @@ chunked faster than FLA's chunk form at each chunk size.
 """
 
 import argparse
-import statistics
 import sys
 
 import torch
@@ -29,20 +28,6 @@ def fla_chunkwise(q, k, v, beta, chunk_size):
     """FLA's naive chunk form; it multiplies q by D^-0.5 itself, so q comes in pre-multiplied by sqrt(D)."""
     from fla.ops.delta_rule.naive import delta_rule_chunkwise
     return delta_rule_chunkwise(q, k, v, beta, chunk_size=chunk_size)
-
-
-def time_in_turn(calls, repeat):
-    """Median seconds per call: `repeat` rounds, each timing every call once (after one warm-up each).
-    The call named "recurrent" runs once, without warm-up: it takes seconds and has nothing to warm."""
-    times = {name: [] for name in calls}
-    for name, (fn, args) in calls.items():
-        if name != "recurrent":
-            fn(*args)
-    for round_ in range(repeat):
-        for name, (fn, args) in calls.items():
-            if name != "recurrent" or round_ == 0:
-                times[name].append(lab.timeit(fn, *args, warmup=0, repeat=1))
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():
@@ -72,7 +57,7 @@ def main():
             o_ours, _ = deltanet.chunked(q, k, v, beta, C)
             o_fla, _ = fla_chunkwise(q * D**0.5, k, v, beta, C)
             lab.check_close(f"T={T}, C={C}: FLA's chunkwise form == chunked", o_fla, o_ours, rtol=1e-4)
-        s = results[T] = time_in_turn(calls, args.repeat)
+        s = results[T] = lab.time_in_turn(calls, args.repeat, once=("recurrent",))
         row = [s["recurrent"] / s[f"chunked C={CHECK_C}"]]
         row += [s[f"fla C={C}"] / s[f"chunked C={C}"] for C in CHUNKS]
         print(f"{T:>6}" + "".join(f"{s[name]:>15.3f}" for name in forms)

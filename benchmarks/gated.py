@@ -8,7 +8,6 @@ KDA chunked >= 5x faster than FLA's naive_chunk_kda. All forms run in float32 wi
 """
 
 import argparse
-import statistics
 
 import torch
 import torch.nn.functional as F
@@ -43,11 +42,8 @@ def time_forms(q, k, v, g, beta, repeat):
         "gdn_rec": (gated_deltanet.recurrent, g_head), "gdn_chunk": (gated_deltanet.chunked, g_head),
         "kda_rec": (kda.recurrent, g), "kda_chunk": (kda.chunked, g), "fla": (fla_naive_chunk_kda, g),
     }
-    times = {name: [] for name in forms}
-    for _ in range(repeat):
-        for name, (fn, gate) in forms.items():
-            times[name].append(lab.timeit(fn, q, k, v, gate, beta, warmup=0, repeat=1))
-    return {name: statistics.median(t) for name, t in times.items()}
+    calls = {name: (fn, (q, k, v, gate, beta)) for name, (fn, gate) in forms.items()}
+    return lab.time_in_turn(calls, repeat, warmup=False)
 
 
 def main():

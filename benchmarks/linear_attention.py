@@ -11,7 +11,6 @@ Checks, at T = 4096: chunked >= 5x faster than recurrent, and not slower than th
 """
 
 import argparse
-import statistics
 
 import torch
 
@@ -39,17 +38,6 @@ def skip_reason(form, B, H, T):
     return None
 
 
-def time_round_robin(calls, repeat):
-    """Median seconds of each call, timing them in turn `repeat` times after one warm-up each."""
-    times = {name: [] for name in calls}
-    for fn, args in calls.values():
-        fn(*args)
-    for _ in range(repeat):
-        for name, (fn, args) in calls.items():
-            times[name].append(lab.timeit(fn, *args, warmup=0, repeat=1))
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=2)
@@ -74,7 +62,7 @@ def main():
                  "parallel": (la.parallel, (q, k, v)),
                  "fla naive chunk": (fla_chunk, (q_t, k_t, v_t))}
         skipped = {name: skip_reason(name, B, H, T) for name in forms}
-        seconds = time_round_robin({n: c for n, c in calls.items() if not skipped[n]}, args.repeat)
+        seconds = lab.time_in_turn({n: c for n, c in calls.items() if not skipped[n]}, args.repeat)
         results[T] = seconds
         cells = [skipped[name] or f"{seconds[name]:.3f}" for name in forms]
         ratios = [f"{seconds[a] / seconds['chunked']:.1f}x" if a in seconds else "-"

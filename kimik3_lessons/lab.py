@@ -2,7 +2,8 @@
 
 - machine:     `setup`, `device`, `on_gpu`, `triton_mode`, `sizes`
 - checking:    `check_close` (one line per claim, an AssertionError with the numbers when it fails)
-- measuring:   `timeit` (warm-up, repeats, median, CUDA-synchronized), `progress`
+- measuring:   `timeit` (warm-up, repeats, median, CUDA-synchronized), `time_in_turn` (several
+               forms, round after round), `progress`
 - drawing:     `save_figure` (figures/NN_name.png, or a scratch folder under `make test`)
 - the contract of the mixing ops (DESIGN.md): `check_mixing_inputs`, `check_chunk_size`,
   `compute_dtype`, `split_chunks` / `merge_chunks` (zero-padding T up to a multiple of the chunk size),
@@ -148,6 +149,25 @@ def timeit(fn, *args, warmup=1, repeat=5, **kwargs):
         _synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def time_in_turn(calls, repeat=3, warmup=True, once=()):
+    """Median seconds of several calls timed in turn: round after round, each call timed once per round,
+    so that a change of load on a shared machine slows them alike and their ratios stay meaningful.
+
+    calls: {name: (fn, args)}. Each call is warmed up once first (unless `warmup=False`); names in `once`
+    are neither warmed up nor repeated (slow forms, such as a token-by-token recurrence, with nothing
+    to warm). Returns {name: seconds}.
+    """
+    times = {name: [] for name in calls}
+    for name, (fn, args) in calls.items():
+        if warmup and name not in once:
+            fn(*args)
+    for round_ in range(repeat):
+        for name, (fn, args) in calls.items():
+            if name not in once or round_ == 0:
+                times[name].append(timeit(fn, *args, warmup=0, repeat=1))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def progress(items, label):

@@ -72,6 +72,14 @@ def test_timeit_returns_the_median():
     assert len(calls) == 5 and 0 <= seconds < 0.1
 
 
+def test_time_in_turn_times_every_call_each_round():
+    calls = {"a": [], "b": [], "slow": []}
+    seconds = lab.time_in_turn({name: (log.append, (1,)) for name, log in calls.items()}, repeat=3,
+                               once=("slow",))
+    assert [len(calls[n]) for n in ("a", "b", "slow")] == [4, 4, 1]   # warm-up + 3 rounds; "slow" once
+    assert set(seconds) == {"a", "b", "slow"} and all(0 <= t < 0.1 for t in seconds.values())
+
+
 def test_save_figure_writes_a_png(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
     monkeypatch.setenv("KIMIK3_FIGURES", str(tmp_path))
