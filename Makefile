@@ -43,15 +43,19 @@ test: $(STAMP)
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --nbval-lax --nbval-current-env notebooks/
 
-# Execute every notebook in place (outputs kept for readers on GitHub) and refresh figures/.
+# Execute notebooks in place (outputs kept for readers on GitHub) and refresh figures/.
+# NOTEBOOKS=notebooks/05*.ipynb runs some; ONLINE=1 lets the `%%needs internet` cells download.
+NOTEBOOKS ?= notebooks/*.ipynb
+ONLINE ?=
 notebooks: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m kimik3_lessons run-notebooks notebooks/*.ipynb
+	$(if $(ONLINE),,HF_HUB_OFFLINE=1) KIMIK3_FIGURES="$(CURDIR)/figures" \
+		$(BIN)/python -m kimik3_lessons run-notebooks $(NOTEBOOKS)
 
 bench: $(STAMP)
 	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done
 
 lint: $(STAMP)
-	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks conftest.py
+	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -21,7 +21,7 @@ scores the earlier sources `v_i` (keys are the RMS-normalized sources, values th
 import torch
 from torch import nn
 
-from kimik3_lessons import lab
+from kimik3_lessons import contract
 
 
 def _check_attn_res_inputs(query, sources, norm_weight):
@@ -62,7 +62,7 @@ def attn_res(query, sources, norm_weight, eps=1e-6, return_weights=False):
     A zero query gives every source the same weight: h is the plain average.
     """
     _check_attn_res_inputs(query, sources, norm_weight)
-    dtype = lab.compute_dtype(sources[0])
+    dtype = contract.compute_dtype(sources[0])
     V = torch.stack(sources).to(dtype)                                  # [N, ..., D] values
     K = nn.functional.rms_norm(V, (V.shape[-1],), norm_weight.to(dtype), eps)  # [N, ..., D] keys
     alpha = (K @ query.to(dtype)).softmax(dim=0)                        # [N, ...]

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kimik3_lessons import lab
+from kimik3_lessons import contract
 
 
 def delta_rule_step(S, q_t, k_t, v_t, beta_t):
@@ -44,9 +44,9 @@ def recurrent(q, k, v, beta, initial_state=None):
 
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, beta=beta, initial_state=initial_state,
-                                            needs_beta=True)
-    dtype, out_dtype = lab.compute_dtype(q), v.dtype
+    B, H, T, K, V = contract.check_inputs(q, k, v, beta=beta, initial_state=initial_state,
+                                            delta=True)
+    dtype, out_dtype = contract.compute_dtype(q), v.dtype
     q, k, v, beta = (x.to(dtype) for x in (q, k, v, beta))
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
     o = torch.empty(B, H, T, V, dtype=dtype, device=q.device)
@@ -152,16 +152,16 @@ def chunked(q, k, v, beta, chunk_size=64, initial_state=None):
     chunk's output comes at once:  O_n = Q_n S_n + tril(Q_n K_n^T) U'_n.
     chunk_size 1 is the recurrence; chunk_size >= T is one chunk. T is zero-padded to a multiple of C.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, beta=beta, initial_state=initial_state,
-                                            needs_beta=True)
-    lab.check_chunk_size(chunk_size)
-    dtype, out_dtype = lab.compute_dtype(q), v.dtype
-    q, k, v, beta = (lab.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, beta))
+    B, H, T, K, V = contract.check_inputs(q, k, v, beta=beta, initial_state=initial_state,
+                                            delta=True)
+    contract.check_chunk_size(chunk_size)
+    dtype, out_dtype = contract.compute_dtype(q), v.dtype
+    q, k, v, beta = (contract.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, beta))
     W, U = wy_representation(k, v, beta)
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
     S_n, U_new, S = chunk_state_scan(W, U, k, S)
     o = q @ S_n + torch.tril(q @ k.transpose(-1, -2)) @ U_new
-    return lab.merge_chunks(o, T).to(out_dtype), S
+    return contract.merge_chunks(o, T).to(out_dtype), S
 
 
 def recurrent_flops(seq_len, head_dim):
@@ -188,7 +188,7 @@ def chunked_flops(seq_len, head_dim, chunk_size):
         wy     A = (bK) K^T, W = T bK, U = T bV     6 C^2 d,  plus `ut_transform` (about 2 C^3 / 3)
         intra  Q K^T and tril(Q K^T) U'             4 C^2 d
     """
-    lab.check_chunk_size(chunk_size)
+    contract.check_chunk_size(chunk_size)
     C, d = chunk_size, head_dim
     N = -(-seq_len // C)
     flops = {"state": N * 6 * C * d**2,
@@ -256,10 +256,10 @@ def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None):
     Computes in float32 whatever the input dtype. chunk_size is a power of two >= 16 (tl.dot's smallest
     tile); head dims are padded up to a power of two >= 16 inside the kernel.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, beta=beta, initial_state=initial_state,
-                                            needs_beta=True)
-    lab.check_triton_options(chunk_size)
-    lab.check_triton_inputs(q=q, k=k, v=v, beta=beta, initial_state=initial_state)
+    B, H, T, K, V = contract.check_inputs(q, k, v, beta=beta, initial_state=initial_state,
+                                            delta=True)
+    contract.check_triton_options(chunk_size)
+    contract.check_triton_inputs(q=q, k=k, v=v, beta=beta, initial_state=initial_state)
     out_dtype = v.dtype
     q, k, v, beta = (x.float().contiguous() for x in (q, k, v, beta))
     o = torch.empty(B, H, T, V, dtype=torch.float32, device=q.device)

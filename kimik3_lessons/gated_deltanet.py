@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kimik3_lessons import deltanet, lab
+from kimik3_lessons import contract, deltanet
 
 
 def mamba2_gate(x, A_log, dt_bias):
@@ -29,7 +29,7 @@ def mamba2_gate(x, A_log, dt_bias):
     state keeps alpha = exp(g) = exp(-rate * dt) of itself. A_log and dt_bias broadcast against x.
     Computed in float32 (float64 stays float64).
     """
-    dtype = lab.compute_dtype(x)
+    dtype = contract.compute_dtype(x)
     return -torch.exp(A_log.to(dtype)) * F.softplus(x.to(dtype) + dt_bias.to(dtype))
 
 
@@ -53,9 +53,9 @@ def recurrent(q, k, v, g, beta, initial_state=None):
 
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
-                                            gate="scalar")
-    dtype, out_dtype = lab.compute_dtype(q), v.dtype
+    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                            gate="scalar", delta=True)
+    dtype, out_dtype = contract.compute_dtype(q), v.dtype
     q, k, v, g, beta = (x.to(dtype) for x in (q, k, v, g, beta))
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
     o = q.new_empty(B, H, T, V)
@@ -103,11 +103,11 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     Everything but the scan is computed for all chunks at once. Any T works (zero-padded);
     chunk_size 1 is the recurrence, >= T the quadratic form.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
-                                            gate="scalar")
-    lab.check_chunk_size(chunk_size)
-    dtype, out_dtype = lab.compute_dtype(q), v.dtype
-    q, k, v, g, beta = (lab.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, g, beta))
+    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                            gate="scalar", delta=True)
+    contract.check_chunk_size(chunk_size)
+    dtype, out_dtype = contract.compute_dtype(q), v.dtype
+    q, k, v, g, beta = (contract.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, g, beta))
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
 
     G = g.cumsum(-1)                                                  # [B, H, N, C]
@@ -117,7 +117,7 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     Kd = torch.exp(G[..., -1:] - G)[..., None] * k                   # each write, decayed to the chunk's end
     S_n, U_new, S = deltanet.chunk_state_scan(W, U, Kd, S, decay=torch.exp(G[..., -1:]))
     O = (torch.exp(G)[..., None] * q) @ S_n + ((q @ k.mT) * Gamma) @ U_new
-    return lab.merge_chunks(O, T).to(out_dtype), S
+    return contract.merge_chunks(O, T).to(out_dtype), S
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -208,9 +208,10 @@ def launch_chunk_kernel(kernel, gate, q, k, v, g, beta, chunk_size, initial_stat
     """Check the inputs (`gate` "scalar" or "channel"), cast them to contiguous float32 and launch a gated
     delta-rule chunk kernel on a grid of (blocks of value columns, B * H). Lesson 07's KDA kernel shares
     this launcher. Returns (o in v's dtype, S_T float32 [B, H, K, V])."""
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state, gate=gate)
-    lab.check_triton_options(chunk_size, input_precision)
-    lab.check_triton_inputs(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state)
+    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state, gate=gate,
+                                          delta=True)
+    contract.check_triton_options(chunk_size, input_precision)
+    contract.check_triton_inputs(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state)
     out_dtype = v.dtype
     q, k, v, g, beta = (x.to(torch.float32).contiguous() for x in (q, k, v, g, beta))
     s0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kimik3_lessons import deltanet, lab
+from kimik3_lessons import contract, deltanet
 from kimik3_lessons.gated_deltanet import (
     decayed_wy_representation,
     launch_chunk_kernel,
@@ -46,7 +46,7 @@ def bounded_gate(x, A_log, dt_bias, bound=5.0):
     channel: each step keeps at least exp(-bound) of it (exp(-5) ~ 0.0067). A_log and dt_bias broadcast
     against x. Computed in float32 (float64 stays float64).
     """
-    dtype = lab.compute_dtype(x)
+    dtype = contract.compute_dtype(x)
     return -bound * torch.sigmoid(torch.exp(A_log.to(dtype)) * (x.to(dtype) + dt_bias.to(dtype)))
 
 
@@ -65,9 +65,9 @@ def recurrent(q, k, v, g, beta, initial_state=None):
     q, k, g [B, H, T, K]; v [B, H, T, V]; beta [B, H, T]. Computes in float32 (float64 for float64
     inputs); the final state stays in that precision. One token with a state is the decode step.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
-                                            gate="channel")
-    dtype, out_dtype = lab.compute_dtype(q), v.dtype
+    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                            gate="channel", delta=True)
+    dtype, out_dtype = contract.compute_dtype(q), v.dtype
     q, k, v, g, beta = (x.to(dtype) for x in (q, k, v, g, beta))
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
     o = q.new_empty(B, H, T, V)
@@ -129,11 +129,11 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
         O = (exp(G) * Q) S_n + Aqk U'.
     All chunks at once except the scan. Any T works (zero-padded); chunk_size 1 is the recurrence.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
-                                            gate="channel")
-    lab.check_chunk_size(chunk_size)
-    dtype, out_dtype = lab.compute_dtype(q), v.dtype
-    q, k, v, g, beta = (lab.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, g, beta))
+    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                            gate="channel", delta=True)
+    contract.check_chunk_size(chunk_size)
+    dtype, out_dtype = contract.compute_dtype(q), v.dtype
+    q, k, v, g, beta = (contract.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, g, beta))
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
 
     G = g.cumsum(-2)                                                   # [B, H, N, C, K]
@@ -145,7 +145,7 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     S_n, U_new, S = deltanet.chunk_state_scan(W, U, torch.exp(G_C - G) * k, S,
                                               decay=torch.exp(G_C[..., 0, :]))
     O = (decay_in * q) @ S_n + Aqk @ U_new
-    return lab.merge_chunks(O, T).to(out_dtype), S
+    return contract.merge_chunks(O, T).to(out_dtype), S
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,21 +1,22 @@
-"""The shared bench every lesson stands on.
+"""The notebook bench every lesson stands on (the mixing ops' own contract is `contract.py`).
 
-- machine:     `setup`, `device`, `on_gpu`, `triton_mode`, `sizes`
+- machine:     `setup`, `device`, `on_gpu`, `online`, `triton_mode`, `sizes`, and the `%%needs` cell magic
+               that lets a GPU-only or online cell guard itself
 - checking:    `check_close` (one line per claim, an AssertionError with the numbers when it fails)
 - measuring:   `timeit` (warm-up, repeats, median, CUDA-synchronized), `time_in_turn` (several
                forms, round after round), `progress`
-- drawing:     `save_figure` (figures/NN_name.png, or a scratch folder under `make test`)
-- the contract of the mixing ops (DESIGN.md): `check_mixing_inputs`, `check_chunk_size`,
-  `compute_dtype`, `split_chunks` / `merge_chunks` (zero-padding T up to a multiple of the chunk size),
-  and for the Triton paths `check_triton_options`, `check_triton_inputs`
+- drawing:     `save_figure` (into figures/ only when asked: `make notebooks` asks, a student's Run All
+               does not)
+- exercises:   `exercise(id, fn)` checks a student's function and prints one verdict line
 """
 
+import ast
 import os
 import platform
 import random
 import re
+import socket
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -47,6 +48,68 @@ def triton_mode():
 def sizes(cpu, gpu):
     """Pick the problem size for this machine: small on a CPU, larger on a GPU."""
     return gpu if on_gpu() else cpu
+
+
+def online(host="huggingface.co", port=443, timeout=3.0):
+    """True when this machine can reach `host` (the Hugging Face Hub by default) and no offline switch
+    (HF_HUB_OFFLINE=1, set by `make test`) says otherwise."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+# What a guarded cell needs, how to tell whether this machine has it, and where to run it otherwise.
+NEEDS = {
+    "gpu": (on_gpu, "a CUDA GPU",
+            "run it on a machine with an NVIDIA GPU, or on Colab with Runtime > Change runtime type > GPU"),
+    "internet": (online, "the internet (this machine is offline)",
+                 "run it on Colab or on any machine online (`make notebooks ONLINE=1` refreshes the output)"),
+}
+
+
+def needs(line, cell):
+    """The `%%needs` cell magic: run the cell only where it can run, else say in one line what it would do.
+
+        %%needs gpu: times the compiled kernel against flash-linear-attention's at T = 8192
+        ...the cell's code, unchanged...
+
+    `gpu` needs CUDA, `internet` needs the Hugging Face Hub. Where the need is met the cell runs as
+    written (its last expression is displayed, an error stops Run All as usual); where it is not, it
+    prints one line and the notebook goes on. Nothing after such a cell may depend on it.
+    """
+    need, _, what = line.partition(":")
+    need, what = need.strip(), what.strip()
+    if need not in NEEDS or not what:
+        raise ValueError(f"usage: %%needs gpu: <what the cell shows>  (or `internet`), got %%needs {line}")
+    available, missing, where = NEEDS[need]
+    if not available():
+        print(f"⏭ skipped, this cell needs {missing}: it {what}. To see it, {where}.")
+        return
+    from IPython import get_ipython
+    from IPython.display import display
+    shell = get_ipython()
+    tree = ast.parse(shell.transform_cell(cell))
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<%%needs cell>", "exec"), shell.user_ns)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), "<%%needs cell>", "eval"), shell.user_ns)
+        if value is not None:
+            display(value)
+
+
+def _register_magics():
+    """Make `%%needs` available in any IPython kernel that imports the bench (no-op elsewhere)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.register_magic_function(needs, magic_kind="cell")
 
 
 def seed_everything(seed=0):
@@ -107,6 +170,7 @@ def check_close(name, ref, out, rtol=None):
     The error is max|out - ref| / max|ref| (float64). `rtol` defaults by the less precise dtype:
     1e-9 for float64, 1e-4 for float32, 1e-2 for float16, 2e-2 for bfloat16.
     Raises AssertionError, with the measured figures, on a shape mismatch, a NaN/inf, or a too-large error.
+    Returns nothing (a cell ending with it shows only the ✓ line); `relative_error` gives the number.
     """
     ref_t, out_t = _as_tensor(ref), _as_tensor(out)
     if ref_t.shape != out_t.shape:
@@ -122,7 +186,6 @@ def check_close(name, ref, out, rtol=None):
     if not err <= rtol:
         raise AssertionError(f"{name}: relative error {err:.3e} exceeds {rtol:.0e} (max |Δ| = {abs_err:.3e})")
     print(f"✓ {name}: relative error {err:.1e} (≤ {rtol:.0e})")
-    return err
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -171,144 +234,54 @@ def time_in_turn(calls, repeat=3, warmup=True, once=()):
 
 
 def progress(items, label):
-    """Iterate over `items`, printing `label: i/n` on one line as it goes (for sweeps that take a while)."""
+    """Iterate over `items`, printing `label: i/n` on one line as it goes (for sweeps that take a while).
+    Progress goes to stdout: it is news, not a warning (a notebook shows stderr as a pink strip)."""
     items = list(items)
     for i, item in enumerate(items, 1):
-        print(f"\r{label}: {i}/{len(items)}", end="", file=sys.stderr, flush=True)
+        print(f"\r{label}: {i}/{len(items)}", end="", flush=True)
         yield item
-    print(file=sys.stderr, flush=True)
+    print(flush=True)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Drawing
 
-_REPO = Path(__file__).resolve().parent.parent
-
 
 def figure_dir():
-    """Where figures go: $KIMIK3_FIGURES (set by `make test`), else the checkout's figures/ folder."""
-    if os.environ.get("KIMIK3_FIGURES"):
-        return Path(os.environ["KIMIK3_FIGURES"])
-    if (_REPO / "pyproject.toml").exists():
-        return _REPO / "figures"
-    return Path.cwd() / "figures"
+    """Where `save_figure` writes: $KIMIK3_FIGURES when set (`make notebooks` sets it to the checkout's
+    figures/, `make test` to a scratch folder), else nowhere (None): a student's Run All shows every
+    figure in the notebook and leaves the committed figures/ untouched."""
+    folder = os.environ.get("KIMIK3_FIGURES")
+    return Path(folder) if folder else None
 
 
 def save_figure(fig, name):
-    """Save `fig` as `<figure_dir>/<name>.png` on a white background; `name` is `NN_what` (NN = lesson).
+    """Save `fig` as `<figure_dir>/<name>.png` (white background); `name` is `NN_what` (NN = lesson).
 
-    Returns nothing, so a notebook cell ending with it shows the figure and one "saved" line.
+    Prints nothing and returns nothing: the figure itself is what the reader sees. Without
+    $KIMIK3_FIGURES it only checks the name (so a wrong name fails in every run, not only in `make`).
     """
     if not re.fullmatch(r"\d\d_[a-z0-9_]+", name):
         raise ValueError(f"figure name must look like '01_cache_bytes' (lesson number, underscore, "
                          f"lower-case words), got {name!r}")
     folder = figure_dir()
+    if folder is None:
+        return
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.png"
-    fig.savefig(path, dpi=110, facecolor="white", bbox_inches="tight")
-    print(f"saved figures/{name}.png")
+    fig.savefig(folder / f"{name}.png", dpi=110, facecolor="white", bbox_inches="tight")
 
 
 # ---------------------------------------------------------------------------------------------------
-# The mixing-op contract (DESIGN.md): q, k [B, H, T, K]; v [B, H, T, V]; state [B, H, K, V];
-# g [B, H, T] (scalar decay) or [B, H, T, K] (per channel), g <= 0; beta [B, H, T].
+# Exercises
 
 
-def _shape(x):
-    return "[" + ", ".join(str(n) for n in x.shape) + "]"
+def exercise(exercise_id, fn=None, solution=False):
+    """Check the student's `fn` for exercise `exercise_id` ("05.2") on fresh random inputs; print one line:
+    ✅ with the measured error, ❌ with what differs and a hint, or ⬜ "not attempted yet" while `fn` still
+    raises NotImplementedError. `solution=True` checks the solution from solutions/ instead (a teacher's
+    demo). Never raises for a wrong answer, so Run All reaches the end of the notebook."""
+    from kimik3_lessons import exercises
+    print(exercises.run(exercise_id, fn, solution=solution).line)
 
 
-def check_mixing_inputs(q, k, v, *, g=None, beta=None, initial_state=None, gate=None, needs_beta=False):
-    """Validate the inputs of a recurrent mixing op; return (B, H, T, K, V).
-
-    gate: None (no decay), "scalar" (g is [B, H, T]) or "channel" (g is [B, H, T, K]).
-    beta [B, H, T] is checked when given, and required (None refused) for delta-rule ops: needs_beta=True
-    or any gate.
-    Raises ValueError naming the argument and the shape it expected.
-    """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor [B, H, T, D], got {type(x).__name__}")
-        if x.dim() != 4:
-            raise ValueError(f"{name} must have 4 dimensions [B, H, T, D], got {_shape(x)}")
-        if not x.is_floating_point():
-            raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
-    B, H, T, K = q.shape
-    V = v.shape[-1]
-    if k.shape != q.shape:
-        raise ValueError(f"k must have the shape of q [B, H, T, K] = {_shape(q)}, got {_shape(k)}")
-    if v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"v must be [B, H, T, V] = [{B}, {H}, {T}, V] like q, got {_shape(v)}")
-    if len({q.device, k.device, v.device}) != 1:
-        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
-    if gate is not None:
-        expected = (B, H, T) if gate == "scalar" else (B, H, T, K)
-        if not isinstance(g, torch.Tensor) or tuple(g.shape) != expected:
-            got = _shape(g) if isinstance(g, torch.Tensor) else type(g).__name__
-            raise ValueError(f"g (log decay, {gate}) must be [{', '.join(map(str, expected))}], got {got}")
-        if (g > 0).any():
-            raise ValueError(f"g is a log decay and must be <= 0, got a maximum of {g.max().item():.3g}")
-    if beta is not None or needs_beta or gate is not None:
-        if not isinstance(beta, torch.Tensor) or tuple(beta.shape) != (B, H, T):
-            got = _shape(beta) if isinstance(beta, torch.Tensor) else type(beta).__name__
-            raise ValueError(f"beta must be [B, H, T] = [{B}, {H}, {T}], got {got}")
-    if initial_state is not None and tuple(initial_state.shape) != (B, H, K, V):
-        raise ValueError(f"initial_state must be [B, H, K, V] = [{B}, {H}, {K}, {V}], "
-                         f"got {_shape(initial_state)}")
-    return B, H, T, K, V
-
-
-def check_chunk_size(chunk_size, power_of_two=False):
-    """A chunk size is a positive integer (a power of two where a Triton kernel tiles by it)."""
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    if power_of_two and chunk_size & (chunk_size - 1):
-        raise ValueError(f"chunk_size must be a power of two for the Triton kernel, got {chunk_size}")
-
-
-def check_triton_options(chunk_size, input_precision="ieee"):
-    """The kernels tile by the chunk: a power of two >= 16 (the smallest `tl.dot` tile); products in
-    full float32 ("ieee") or in a GPU's TF32 tensor cores ("tf32", relative errors near 1e-3)."""
-    check_chunk_size(chunk_size, power_of_two=True)
-    if chunk_size < 16:
-        raise ValueError(f"chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got {chunk_size}")
-    if input_precision not in ("ieee", "tf32"):
-        raise ValueError(f"input_precision must be 'ieee' or 'tf32', got {input_precision!r}")
-
-
-def compute_dtype(x):
-    """Accumulate in float64 for float64 inputs (exact checks), float32 for everything else."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def split_chunks(x, chunk_size):
-    """[B, H, T, ...] -> [B, H, N, C, ...], zero-padding T up to N*C.
-
-    Zero padding is neutral for every op here: a zero key writes nothing, beta = 0 writes nothing,
-    g = 0 decays nothing, and the padded outputs are cut off by `merge_chunks`.
-    """
-    T = x.shape[2]
-    n = -(-T // chunk_size)
-    pad = n * chunk_size - T
-    if pad:
-        x = torch.cat([x, x.new_zeros(*x.shape[:2], pad, *x.shape[3:])], dim=2)
-    return x.reshape(*x.shape[:2], n, chunk_size, *x.shape[3:])
-
-
-def merge_chunks(x, T):
-    """[B, H, N, C, ...] -> [B, H, T, ...]: undo `split_chunks` and drop the padding."""
-    return x.reshape(*x.shape[:2], -1, *x.shape[4:])[:, :, :T]
-
-
-def check_triton_inputs(**tensors):
-    """The Triton path computes where Triton runs: CUDA tensors when compiled, CPU tensors in the
-    interpreter. Anything else is a ValueError naming the argument, never a silent copy."""
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
-    for name, x in tensors.items():
-        if x is None:
-            continue
-        if interpret and x.is_cuda:
-            raise ValueError(f"{name} is a CUDA tensor, but Triton runs in interpreter mode here "
-                             f"(TRITON_INTERPRET=1): pass CPU tensors")
-        if not interpret and not x.is_cuda:
-            raise ValueError(f"{name} is on {x.device}, but the compiled Triton kernel needs CUDA tensors")
+_register_magics()

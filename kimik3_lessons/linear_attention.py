@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kimik3_lessons import lab
+from kimik3_lessons import contract
 
 
 def elu_feature_map(x):
@@ -30,8 +30,8 @@ def elu_feature_map(x):
 
 def _prepare(q, k, v, initial_state):
     """Check the contract, cast to the compute dtype; return (q, k, v, S0, B, H, T, K, V)."""
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, initial_state=initial_state)
-    dtype = lab.compute_dtype(q)
+    B, H, T, K, V = contract.check_inputs(q, k, v, initial_state=initial_state)
+    dtype = contract.compute_dtype(q)
     S = q.new_zeros(B, H, K, V, dtype=dtype) if initial_state is None else initial_state.to(dtype)
     return q.to(dtype), k.to(dtype), v.to(dtype), S, B, H, T, K, V
 
@@ -88,16 +88,16 @@ def chunked(q, k, v, chunk_size=64, initial_state=None):
     chunks are computed at once. C = 1 is the recurrence, C >= T the quadratic form.
     Returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]).
     """
-    lab.check_chunk_size(chunk_size)
+    contract.check_chunk_size(chunk_size)
     out_dtype = v.dtype
     q, k, v, S0, B, H, T, K, V = _prepare(q, k, v, initial_state)
-    Q, K_, V_ = (lab.split_chunks(x, chunk_size) for x in (q, k, v))        # [B, H, N, C, D]
+    Q, K_, V_ = (contract.split_chunks(x, chunk_size) for x in (q, k, v))        # [B, H, N, C, D]
     causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()
     intra = (Q @ K_.transpose(-1, -2)).masked_fill(~causal, 0) @ V_       # [B, H, N, C, V]
     KV = K_.transpose(-1, -2) @ V_                                         # [B, H, N, K, V]: chunk n's write
     S = torch.cat([S0[:, :, None], KV], dim=2).cumsum(dim=2)               # [B, H, N + 1, K, V]: S_0 ... S_N
     o = Q @ S[:, :, :-1] + intra
-    return lab.merge_chunks(o, T).to(out_dtype), S[:, :, -1].clone()  # a view would pin all N + 1 states
+    return contract.merge_chunks(o, T).to(out_dtype), S[:, :, -1].clone()  # a view would pin all N + 1 states
 
 
 def normalized(form, q, k, v, **kwargs):
@@ -126,7 +126,7 @@ def chunked_flops(seq_len, head_dim, chunk_size):
     exactly twice the article's 2 L d^2 + 2 L C d, which counts a multiply-add as one FLOP.
     C = 1 is the recurrence (4 L d^2 + 4 L d); C = L adds 4 L^2 d, the quadratic form.
     """
-    lab.check_chunk_size(chunk_size)
+    contract.check_chunk_size(chunk_size)
     L = -(-seq_len // chunk_size) * chunk_size
     state = 4 * L * head_dim**2
     intra = 4 * L * chunk_size * head_dim
@@ -182,9 +182,9 @@ def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="
     faster, with relative errors near 1e-3.
     Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
     """
-    B, H, T, K, V = lab.check_mixing_inputs(q, k, v, initial_state=initial_state)
-    lab.check_triton_options(chunk_size, input_precision)
-    lab.check_triton_inputs(q=q, k=k, v=v, initial_state=initial_state)
+    B, H, T, K, V = contract.check_inputs(q, k, v, initial_state=initial_state)
+    contract.check_triton_options(chunk_size, input_precision)
+    contract.check_triton_inputs(q=q, k=k, v=v, initial_state=initial_state)
     out_dtype = v.dtype
     q, k, v = (x.to(torch.float32).contiguous() for x in (q, k, v))
     s0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()

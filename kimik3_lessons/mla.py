@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import lab
+from kimik3_lessons import contract
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def causal_softmax(scores):
     T, S = scores.shape[-2:]
     allowed = torch.ones(T, S, dtype=torch.bool, device=scores.device).tril(diagonal=S - T)
     scores = scores.masked_fill(~allowed, float("-inf"))
-    return torch.softmax(scores, dim=-1, dtype=lab.compute_dtype(scores)).to(scores.dtype)
+    return torch.softmax(scores, dim=-1, dtype=contract.compute_dtype(scores)).to(scores.dtype)
 
 
 def shared_key_scores(q, k):

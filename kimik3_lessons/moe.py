@@ -26,7 +26,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from kimik3_lessons import lab
+from kimik3_lessons import contract
 
 # ---------------------------------------------------------------------------------------------------
 # Activations
@@ -49,7 +49,7 @@ def situ(gate, up, beta=4.0, linear_beta=25.0):
         out   = gate' * up'                               same shape and dtype as gate
     """
     _check_pair(gate, up)
-    dtype = lab.compute_dtype(gate)
+    dtype = contract.compute_dtype(gate)
     g, u = gate.to(dtype), up.to(dtype)
     g = beta * torch.tanh(g / beta) * torch.sigmoid(g)
     if linear_beta is not None:
@@ -60,7 +60,7 @@ def situ(gate, up, beta=4.0, linear_beta=25.0):
 def swiglu(gate, up):
     """SwiGLU, the activation SiTU replaces: out = silu(gate) * up = gate sigmoid(gate) * up."""
     _check_pair(gate, up)
-    dtype = lab.compute_dtype(gate)
+    dtype = contract.compute_dtype(gate)
     return (torch.nn.functional.silu(gate.to(dtype)) * up.to(dtype)).to(gate.dtype)
 
 
@@ -111,7 +111,7 @@ def situ_triton(gate, up, beta=4.0, linear_beta=25.0, block_size=1024):
     if gate.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"gate/up must be float16, bfloat16 or float32 for the kernel (it computes in "
                          f"float32), got {gate.dtype}: use situ() for float64")
-    lab.check_triton_inputs(gate=gate, up=up)
+    contract.check_triton_inputs(gate=gate, up=up)
     gate, up = gate.contiguous(), up.contiguous()
     out = torch.empty_like(gate)
     n = gate.numel()
@@ -200,7 +200,7 @@ class LatentMoE(nn.Module):
         s = sigmoid(W_r x) (float32); idx = top_k(s + b); p = s[idx] / sum s[idx] (the bias only picks).
         """
         x = self._tokens(x)
-        s = torch.sigmoid(self.router(x).to(lab.compute_dtype(x)))
+        s = torch.sigmoid(self.router(x).to(contract.compute_dtype(x)))
         idx = torch.topk(s + self.score_bias.to(s.dtype), self.top_k, dim=-1).indices
         chosen = s.gather(-1, idx)
         return (chosen / chosen.sum(-1, keepdim=True)).to(x.dtype), idx, s

@@ -125,9 +125,9 @@ def test_bad_input(form):
     q, k, v, g, beta, S0 = (x.float() for x in make_inputs(B=1, H=2, T=20))
     bad = [
         (r"g is a log decay and must be <= 0", dict(g=g.abs())),
-        (r"g \(log decay, scalar\) must be \[1, 2, 20\]", dict(g=g[..., None].expand(-1, -1, -1, 16))),
+        (r"g must be \[B, H, T\] \(log decay, one per head\) = \[1, 2, 20\]", dict(g=g[..., None].expand(-1, -1, -1, 16))),
         (r"beta must be \[B, H, T\]", dict(beta=beta[..., :5])),
-        (r"q must have 4 dimensions", dict(q=q[0])),
+        (r"q must be a 4-dimensional tensor \[B, H, T, D\]", dict(q=q[0])),
         (r"initial_state must be \[B, H, K, V\]", dict(initial_state=S0[..., :3])),
     ]
     for message, change in bad:

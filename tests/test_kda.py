@@ -135,9 +135,9 @@ def test_bad_input(form):
     q, k, v, g, beta, S0 = (x.float() for x in make_inputs(B=1, H=2, T=20))
     bad = [
         (r"g is a log decay and must be <= 0", dict(g=g.abs())),
-        (r"g \(log decay, channel\) must be \[1, 2, 20, 16\]", dict(g=g[..., 0])),  # a scalar g
+        (r"g must be \[B, H, T, K\] \(log decay, one per key channel\) = \[1, 2, 20, 16\]", dict(g=g[..., 0])),  # a scalar g
         (r"beta must be \[B, H, T\]", dict(beta=beta[..., None])),
-        (r"k must have 4 dimensions", dict(k=k[0])),
+        (r"k must be a 4-dimensional tensor \[B, H, T, D\]", dict(k=k[0])),
         (r"initial_state must be \[B, H, K, V\]", dict(initial_state=S0.mT)),
     ]
     for message, change in bad:

@@ -155,7 +155,7 @@ FORMS = {"recurrent": la.recurrent, "parallel": la.parallel,
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("case, match", [
-    ("rank", "q must have 4 dimensions"),
+    ("rank", r"q must be a 4-dimensional tensor \[B, H, T, D\]"),
     ("batch", "v must be"),
     ("heads", "k must have the shape of q"),
     ("time", "v must be"),

@@ -1,0 +1,181 @@
+"""The mixing-op contract (DESIGN.md), written once for the four recurrent mixers of lessons 02-07.
+
+Every mixer — linear attention, DeltaNet, gated DeltaNet, KDA — computes o_t = q_t S_t from a state S that
+its writes update, with the same tensors in the same layout:
+
+    q, k  [B, H, T, K]      v  [B, H, T, V]      state S  [B, H, K, V]
+    g     [B, H, T] (one log decay per head) or [B, H, T, K] (one per key channel), g <= 0
+    beta  [B, H, T]         the delta rule's write strength
+
+and three forms with one signature, each returning (o [B, H, T, V] in v's dtype, final state):
+
+    recurrent(q, k, v, [g,] [beta,] initial_state=None)
+    chunked(q, k, v, [g,] [beta,] chunk_size=64, initial_state=None)
+    triton_chunked(q, k, v, [g,] [beta,] chunk_size=64, initial_state=None, input_precision="ieee")
+
+This module holds what the forms share, so that a lesson module shows only its own mechanism:
+- `prepare`: check every argument's shape, dtype and device (a ValueError that names the argument and the
+  shape it expected) and cast to the compute dtype;
+- `compute_dtype`: float64 stays float64 (exact checks), everything else computes in float32;
+- `split_chunks` / `merge_chunks`: [B, H, T, ...] <-> [B, H, N, C, ...], zero-padding T;
+- the Triton side: `check_triton_options`, `check_triton_inputs`, and (in `kernels`) the state walk that
+  all four kernels share and the one launcher.
+"""
+
+import os
+
+import torch
+
+# ---------------------------------------------------------------------------------------------------
+# Checking the inputs
+
+
+def shape_str(x):
+    """'[2, 4, 100, 16]' for a tensor, the type name for anything else (for error messages)."""
+    if isinstance(x, torch.Tensor):
+        return "[" + ", ".join(str(n) for n in x.shape) + "]"
+    return type(x).__name__
+
+
+def _check_tensor(name, x, shape, device, what):
+    """x must be a floating-point tensor of `shape` on `device`; `what` names the dims for the message."""
+    expected = "[" + ", ".join(map(str, shape)) + "]"
+    if not isinstance(x, torch.Tensor) or tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} must be {what} = {expected}, got {shape_str(x)}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if x.device != device:
+        raise ValueError(f"{name} must be on {device} like q, got {x.device}")
+
+
+def check_inputs(q, k, v, g=None, beta=None, initial_state=None, *, gate=None, delta=False):
+    """Validate the inputs of a mixing op; return (B, H, T, K, V).
+
+    gate: None (no decay: g must be None), "scalar" (g [B, H, T]) or "channel" (g [B, H, T, K]).
+    delta: True for the delta rule (beta [B, H, T] required), False for linear attention (beta must be None).
+    Raises ValueError naming the argument and the shape it expected.
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            raise ValueError(f"{name} must be a 4-dimensional tensor [B, H, T, D], got {shape_str(x)}")
+        if not x.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    B, H, T, K = q.shape
+    V = v.shape[-1]
+    if k.shape != q.shape:
+        raise ValueError(f"k must have the shape of q [B, H, T, K] = {shape_str(q)}, got {shape_str(k)}")
+    if v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"v must be [B, H, T, V] = [{B}, {H}, {T}, V] like q, got {shape_str(v)}")
+    for name, x in (("k", k), ("v", v)):
+        if x.device != q.device:
+            raise ValueError(f"{name} must be on {q.device} like q, got {x.device}")
+    if gate is None and g is not None:
+        raise ValueError(f"g must be None: this mixer has no decay, got {shape_str(g)}")
+    if gate is not None:
+        if gate not in ("scalar", "channel"):
+            raise ValueError(f"gate must be None, 'scalar' or 'channel', got {gate!r}")
+        shape = (B, H, T) if gate == "scalar" else (B, H, T, K)
+        what = "[B, H, T] (log decay, one per head)" if gate == "scalar" else \
+            "[B, H, T, K] (log decay, one per key channel)"
+        _check_tensor("g", g, shape, q.device, what)
+        if (g > 0).any():
+            raise ValueError(f"g is a log decay and must be <= 0, got a maximum of {g.max().item():.3g}")
+    if delta:
+        _check_tensor("beta", beta, (B, H, T), q.device, "[B, H, T]")
+    elif beta is not None:
+        raise ValueError(f"beta must be None: linear attention has no write strength, got {shape_str(beta)}")
+    if initial_state is not None:
+        _check_tensor("initial_state", initial_state, (B, H, K, V), q.device, "[B, H, K, V]")
+    return B, H, T, K, V
+
+
+def compute_dtype(x):
+    """Accumulate in float64 for float64 inputs (exact checks), float32 for everything else
+    (half-precision inputs are computed with float32 accumulators and returned in their dtype)."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def prepare(q, k, v, g=None, beta=None, initial_state=None, *, gate=None, delta=False):
+    """`check_inputs`, then cast to the compute dtype and start the state.
+
+    Returns (q, k, v, g, beta, S0): every tensor in the compute dtype of q (g and beta stay None when not
+    given) and S0 [B, H, K, V], the initial state or zeros.
+    """
+    B, H, T, K, V = check_inputs(q, k, v, g, beta, initial_state, gate=gate, delta=delta)
+    dtype = compute_dtype(q)
+    q, k, v, g, beta = (None if x is None else x.to(dtype) for x in (q, k, v, g, beta))
+    S0 = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
+    return q, k, v, g, beta, S0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Chunks
+
+
+def check_chunk_size(chunk_size, power_of_two=False):
+    """A chunk size is a positive integer (a power of two where a Triton kernel tiles by it)."""
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if power_of_two and chunk_size & (chunk_size - 1):
+        raise ValueError(f"chunk_size must be a power of two for the Triton kernel, got {chunk_size}")
+
+
+def split_chunks(x, chunk_size):
+    """[B, H, T, ...] -> [B, H, N, C, ...], zero-padding T up to N*C.
+
+    Zero padding is neutral for every op here: a zero key writes nothing, beta = 0 writes nothing,
+    g = 0 decays nothing, and the padded outputs are cut off by `merge_chunks`.
+    """
+    T = x.shape[2]
+    n = -(-T // chunk_size)
+    pad = n * chunk_size - T
+    if pad:
+        x = torch.cat([x, x.new_zeros(*x.shape[:2], pad, *x.shape[3:])], dim=2)
+    return x.reshape(*x.shape[:2], n, chunk_size, *x.shape[3:])
+
+
+def merge_chunks(x, T):
+    """[B, H, N, C, ...] -> [B, H, T, ...]: undo `split_chunks` and drop the padding."""
+    return x.reshape(*x.shape[:2], -1, *x.shape[4:])[:, :, :T]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Triton side
+
+
+def interpreted():
+    """True when Triton runs kernels in its interpreter (no GPU: numpy on the CPU)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def check_triton_options(chunk_size, input_precision="ieee"):
+    """The kernels tile by the chunk: a power of two >= 16 (the smallest `tl.dot` tile). Products run in
+    full float32 ("ieee") or, on a GPU with TF32 tensor cores (sm_80 and newer), in TF32 ("tf32": inputs
+    rounded to a 10-bit mantissa, relative errors near 1e-3, several times faster)."""
+    check_chunk_size(chunk_size, power_of_two=True)
+    if chunk_size < 16:
+        raise ValueError(f"chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got {chunk_size}")
+    if input_precision not in ("ieee", "tf32"):
+        raise ValueError(f"input_precision must be 'ieee' (exact float32) or 'tf32' (tensor cores), "
+                         f"got {input_precision!r}")
+
+
+def check_triton_inputs(**tensors):
+    """The Triton path computes where Triton runs: CUDA tensors when compiled, CPU tensors in the
+    interpreter. Anything else is a ValueError naming the argument, never a silent copy."""
+    for name, x in tensors.items():
+        if x is None:
+            continue
+        if interpreted() and x.is_cuda:
+            raise ValueError(f"{name} is a CUDA tensor, but Triton runs in interpreter mode here "
+                             f"(TRITON_INTERPRET=1): pass CPU tensors")
+        if not interpreted() and not x.is_cuda:
+            raise ValueError(f"{name} is on {x.device}, but the compiled Triton kernel needs CUDA tensors")
+
+
+def fast_input_precision():
+    """The fastest exact-enough choice on this machine: "tf32" on GPUs with TF32 tensor cores (Ampere,
+    sm_80, and newer), "ieee" on a T4 (sm_75, no TF32) and in the interpreter (numpy float32 either way)."""
+    if interpreted() or not torch.cuda.is_available():
+        return "ieee"
+    return "tf32" if torch.cuda.get_device_capability()[0] >= 8 else "ieee"
