@@ -47,8 +47,8 @@ def _interpret_triton_language():
             if isinstance(value, JITFunction):
                 setattr(owner, name, interpreted(value))
     if isinstance(tl.sum, JITFunction):
-        raise RuntimeError(f"triton was imported before kimik3_lessons and its functions could not be switched "
-                           f"to the interpreter. Fix: {_FIX}.")
+        raise RuntimeError(f"triton was imported before kimik3_lessons and its functions could not be "
+                           f"switched to the interpreter. Fix: {_FIX}.")
 
 
 if not torch.cuda.is_available():

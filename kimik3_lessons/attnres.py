@@ -48,10 +48,10 @@ def _check_attn_res_inputs(query, sources, norm_weight):
             raise ValueError(f"{name} must be [D] = [{D}] (the sources' width), got {list(w.shape)}")
 
 
-def attn_res(query, sources, norm_weight, eps=1e-6, return_weights=False):
+def attn_res(query, sources, norm_weight, norm_eps=1e-6, return_weights=False):
     """Mix `sources` with one softmax over depth: h = sum_i alpha_i v_i.
 
-        k_i     = v_i / sqrt(mean(v_i^2) + eps) * norm_weight     keys: RMSNorm, so a big source does not
+        k_i     = v_i / sqrt(mean(v_i^2) + norm_eps) * norm_weight     keys: RMSNorm, so a big source does not
                                                                  win by its size
         alpha_i = softmax_i( query · k_i )                        one weight per source, per token
         h       = sum_i alpha_i v_i                               values: the raw sources
@@ -64,7 +64,7 @@ def attn_res(query, sources, norm_weight, eps=1e-6, return_weights=False):
     _check_attn_res_inputs(query, sources, norm_weight)
     dtype = contract.compute_dtype(sources[0])
     V = torch.stack(sources).to(dtype)                                  # [N, ..., D] values
-    K = nn.functional.rms_norm(V, (V.shape[-1],), norm_weight.to(dtype), eps)  # [N, ..., D] keys
+    K = nn.functional.rms_norm(V, (V.shape[-1],), norm_weight.to(dtype), norm_eps)  # [N, ..., D] keys
     alpha = (K @ query.to(dtype)).softmax(dim=0)                        # [N, ...]
     h = (alpha.unsqueeze(-1) * V).sum(dim=0).to(sources[0].dtype)       # [..., D]
     return (h, alpha) if return_weights else h
@@ -100,12 +100,12 @@ class BlockSums:
 
 
 class BlockAttnRes(nn.Module):
-    """Block Attention Residuals for a decoder of `n_layers` layers (attention sublayer + MLP sublayer each).
+    """Block Attention Residuals for a decoder of `num_layers` layers (attention + MLP sublayer each).
 
-    Parameters, one row per mix point p = 0 … 2·n_layers (p = 2l before layer l's attention, p = 2l + 1
-    before its MLP, p = 2·n_layers before the final norm):
-        queries       [2·n_layers + 1, D]  pseudo-queries w_p, zero-initialized (a uniform average at start)
-        norm_weights  [2·n_layers + 1, D]  RMSNorm weights of the keys, one-initialized
+    Parameters, one row per mix point p = 0 … 2·num_layers (p = 2l before layer l's attention, p = 2l + 1
+    before its MLP, p = 2·num_layers before the final norm):
+        queries       [2·num_layers + 1, D]  pseudo-queries w_p, zero-initialized (a uniform average at start)
+        norm_weights  [2·num_layers + 1, D]  RMSNorm weights of the keys, one-initialized
     `block_size` counts decoder layers per block (KimiK3: 12); `block_size=None` makes every sublayer
     output its own source: full AttnRes, O(L·D) memory instead of O(N·D).
 
@@ -121,17 +121,17 @@ class BlockAttnRes(nn.Module):
 
     Every mix method takes `return_weights=True` to also return the depth weights alpha [n_sources, ...].
     Checkpoints that store one [1, D] query per sublayer (KimiK3) load into rows 2l (before attention),
-    2l + 1 (before the MLP) and 2·n_layers (the final one); the norm weights likewise.
+    2l + 1 (before the MLP) and 2·num_layers (the final one); the norm weights likewise.
     """
 
-    def __init__(self, dim, n_layers, block_size=12, eps=1e-6):
+    def __init__(self, dim, num_layers, block_size=12, norm_eps=1e-6):
         super().__init__()
         if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
             raise ValueError(f"block_size must be a positive number of decoder layers (or None), "
                              f"got {block_size!r}")
-        self.dim, self.n_layers, self.block_size, self.eps = dim, n_layers, block_size, eps
-        self.queries = nn.Parameter(torch.zeros(2 * n_layers + 1, dim))
-        self.norm_weights = nn.Parameter(torch.ones(2 * n_layers + 1, dim))
+        self.dim, self.num_layers, self.block_size, self.norm_eps = dim, num_layers, block_size, norm_eps
+        self.queries = nn.Parameter(torch.zeros(2 * num_layers + 1, dim))
+        self.norm_weights = nn.Parameter(torch.ones(2 * num_layers + 1, dim))
 
     @property
     def block_sublayers(self):
@@ -149,7 +149,7 @@ class BlockAttnRes(nn.Module):
         if state.n_outputs != point:
             raise ValueError(f"mix point {point} needs exactly {point} sublayer outputs added before it, "
                              f"the state holds {state.n_outputs}: follow the call protocol")
-        return attn_res(self.queries[point], state.sources(), self.norm_weights[point], self.eps,
+        return attn_res(self.queries[point], state.sources(), self.norm_weights[point], self.norm_eps,
                         return_weights)
 
     def mix_before_attention(self, state, layer, return_weights=False):
@@ -159,7 +159,7 @@ class BlockAttnRes(nn.Module):
         return self.mix(state, 2 * layer + 1, return_weights)
 
     def mix_final(self, state, return_weights=False):
-        return self.mix(state, 2 * self.n_layers, return_weights)
+        return self.mix(state, 2 * self.num_layers, return_weights)
 
 
 class Sublayer(nn.Module):
@@ -176,18 +176,18 @@ class Sublayer(nn.Module):
 
 
 class ToyStack(nn.Module):
-    """A deep pre-norm network: embed, n_layers × (two sublayers), final norm, linear head.
+    """A deep pre-norm network: embed, num_layers × (two sublayers), final norm, linear head.
 
     residual: "plain" (h <- h + f(h)), "block" (Block AttnRes, `block_size` layers a block) or
     "full" (full AttnRes: every sublayer output is a source). Maps x [..., d_in] to y [..., d_out].
 
-    `forward(x, trace=...)` with a dict records, per mix point p = 0 … 2·n_layers, what the sublayers read:
-    trace["embedding"] = h_1; trace["inputs"][p] = the hidden state entering sublayer p (p = 2·n_layers:
+    `forward(x, trace=...)` with a dict records, per mix point p = 0 … 2·num_layers, what the sublayers read:
+    trace["embedding"] = h_1; trace["inputs"][p] = the hidden state entering sublayer p (p = 2·num_layers:
     the final norm); trace["outputs"][p] = f_p(that input); trace["weights"][p] = the depth weights
     alpha [n_sources, ...] (None for plain residuals).
     """
 
-    def __init__(self, d_in, d_out, dim=32, n_layers=48, hidden=64, residual="plain", block_size=6):
+    def __init__(self, d_in, d_out, dim=32, num_layers=48, hidden=64, residual="plain", block_size=6):
         super().__init__()
         if residual not in ("plain", "block", "full"):
             raise ValueError(f"residual must be 'plain', 'block' or 'full', got {residual!r}")
@@ -195,11 +195,11 @@ class ToyStack(nn.Module):
         self.embed = nn.Linear(d_in, dim)
         self.layers = nn.ModuleList(
             nn.ModuleDict({"attention": Sublayer(dim, hidden), "mlp": Sublayer(dim, hidden)})
-            for _ in range(n_layers))
+            for _ in range(num_layers))
         self.norm = nn.RMSNorm(dim)
         self.head = nn.Linear(dim, d_out)
         self.attn_res = None if residual == "plain" else \
-            BlockAttnRes(dim, n_layers, block_size if residual == "block" else None)
+            BlockAttnRes(dim, num_layers, block_size if residual == "block" else None)
 
     def forward(self, x, trace=None):
         trace = {} if trace is None else trace

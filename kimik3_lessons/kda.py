@@ -10,7 +10,7 @@ gated DeltaNet. No scaling or normalization happens inside the forms: the layer 
 - `recurrent`: the definition, one token at a time (one token with a state is the decode step)
 - `chunked`: the chunkwise-parallel form, with `decayed_scores`, its per-channel pairwise factors
 - `triton_chunked`: the chunked form as a Triton kernel (forward)
-- `KimiDeltaAttention`: the Kimi Linear layer, and `KDAState`, all it carries while decoding
+- `KimiDeltaAttention(KDAConfig)`: the Kimi Linear layer, and `KDACache`, all it carries while decoding
 """
 
 import math
@@ -31,7 +31,8 @@ from kimik3_lessons.gated_deltanet import (
     ut_transform_tile,
 )
 
-__all__ = ["KDAState", "KimiDeltaAttention", "bounded_gate", "chunked", "decayed_scores", "kda_step",
+__all__ = ["KDACache", "KDAConfig", "KimiDeltaAttention", "bounded_gate", "chunked", "decayed_scores",
+           "kda_step",
            "mamba2_gate", "recurrent", "short_conv", "triton_chunked"]
 
 
@@ -249,8 +250,35 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
 # dt_bias [H*K], o_norm [K], g_proj [H*K, hidden], o_proj [hidden, H*K].
 
 
-@dataclass
-class KDAState:
+@dataclass(frozen=True)
+class KDAConfig:
+    """The shapes of one KDA layer. gate="mamba2" is Kimi Linear's, "bounded" KimiK3's."""
+    hidden_size: int
+    num_heads: int
+    head_dim: int
+    gate: str = "mamba2"
+    conv_size: int = 4
+    chunk_size: int = 64      # how a prompt is computed (`chunked`), not a shape
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("hidden_size", "num_heads", "head_dim", "conv_size", "chunk_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.gate not in ("mamba2", "bounded"):
+            raise ValueError(f"gate must be 'mamba2' (Kimi Linear) or 'bounded' (KimiK3), got {self.gate!r}")
+
+    @property
+    def state_numbers(self):
+        """Numbers one layer carries per sequence, at any context length: the state S [H, K, K] and the
+        three short-convolution tails [H·K, conv_size - 1] (what `KDACache.nbytes` holds, per sequence)."""
+        HK = self.num_heads * self.head_dim
+        return HK * self.head_dim + 3 * HK * (self.conv_size - 1)
+
+
+@dataclass(frozen=True)
+class KDACache:
     """What a KDA layer carries from one call to the next (its whole decode-time memory).
 
     S [B, H, K, V]: the recurrent state, in float32 (float64 for a float64 layer).
@@ -262,9 +290,10 @@ class KDAState:
     k_tail: torch.Tensor
     v_tail: torch.Tensor
 
-    def numel(self):
-        """Numbers held: H*K*V for the state plus 3 * H*K * (conv_size - 1) for the tails, per sequence."""
-        return sum(x[0].numel() for x in (self.S, self.q_tail, self.k_tail, self.v_tail))
+    @property
+    def nbytes(self):
+        """Bytes held, for the whole batch."""
+        return sum(x.nbytes for x in (self.S, self.q_tail, self.k_tail, self.v_tail))
 
 
 def short_conv(x, weight, tail=None):
@@ -284,21 +313,22 @@ def short_conv(x, weight, tail=None):
 
 
 class KimiDeltaAttention(nn.Module):
-    """The Kimi Linear KDA layer. forward(x [B, T, hidden], state=None) -> (y [B, T, hidden], KDAState).
+    """The Kimi Linear KDA layer. forward(x [B, T, hidden], cache=None) -> (y [B, T, hidden], KDACache).
 
     gate="mamba2": Kimi Linear's g = -exp(A_log) softplus(f + dt_bias), A_log [H] (one rate per head);
     gate="bounded": KimiK3's g = -5 sigmoid(exp(A_log) (f + dt_bias)), A_log [K] (per channel, shared
     by the heads, as in KimiK3's weight list). A prompt (T > 1) runs the chunked form, one token the
-    recurrence; passing the returned state back continues the sequence exactly.
+    recurrence; passing the returned cache back continues the sequence exactly.
     """
 
-    def __init__(self, hidden_size, num_heads, head_dim, gate="mamba2", conv_size=4, chunk_size=64,
-                 eps=1e-5):
+    def __init__(self, config):
         super().__init__()
-        if gate not in ("mamba2", "bounded"):
-            raise ValueError(f"gate must be 'mamba2' (Kimi Linear) or 'bounded' (KimiK3), got {gate!r}")
-        H, K = num_heads, head_dim
-        self.num_heads, self.head_dim, self.gate, self.chunk_size = H, K, gate, chunk_size
+        if not isinstance(config, KDAConfig):
+            raise ValueError(f"config must be a KDAConfig, got {type(config).__name__}")
+        self.config = config
+        hidden_size, conv_size, gate = config.hidden_size, config.conv_size, config.gate
+        H, K = config.num_heads, config.head_dim
+        self.num_heads, self.head_dim, self.gate, self.chunk_size = H, K, gate, config.chunk_size
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(hidden_size, H * K, bias=False) for _ in range(3))
         self.q_conv1d, self.k_conv1d, self.v_conv1d = (
             nn.Conv1d(H * K, H * K, conv_size, groups=H * K, bias=False) for _ in range(3))
@@ -312,7 +342,7 @@ class KimiDeltaAttention(nn.Module):
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))      # softplus^{-1}(dt)
         A_log = torch.empty(H).uniform_(1, 16).log() if gate == "mamba2" else torch.zeros(K)
         self.A_log = nn.Parameter(A_log)
-        self.o_norm = nn.RMSNorm(K, eps=eps)
+        self.o_norm = nn.RMSNorm(K, eps=config.norm_eps)
         self.g_proj = nn.Linear(hidden_size, H * K, bias=False)
         self.o_proj = nn.Linear(H * K, hidden_size, bias=False)
 
@@ -325,10 +355,10 @@ class KimiDeltaAttention(nn.Module):
             return mamba2_gate(f, self.A_log.view(H, 1), self.dt_bias.view(H, K))
         return bounded_gate(f, self.A_log, self.dt_bias.view(H, K))
 
-    def forward(self, x, state=None):
+    def forward(self, x, cache=None):
         B, T, _ = x.shape
         H, K = self.num_heads, self.head_dim
-        tails = (None, None, None) if state is None else (state.q_tail, state.k_tail, state.v_tail)
+        tails = (None, None, None) if cache is None else (cache.q_tail, cache.k_tail, cache.v_tail)
         q, q_tail = short_conv(self.q_proj(x), self.q_conv1d.weight, tails[0])
         k, k_tail = short_conv(self.k_proj(x), self.k_conv1d.weight, tails[1])
         v, v_tail = short_conv(self.v_proj(x), self.v_conv1d.weight, tails[2])
@@ -339,6 +369,6 @@ class KimiDeltaAttention(nn.Module):
         g = self.log_decay(x)
         mix = recurrent if T == 1 else partial(chunked, chunk_size=self.chunk_size)
         o, S = mix(*(t.transpose(1, 2) for t in (q, k, v, g, beta)),
-                   initial_state=None if state is None else state.S)
+                   initial_state=None if cache is None else cache.S)
         o = self.o_norm(o.transpose(1, 2)) * torch.sigmoid(self.g_proj(x).view(B, T, H, K))
-        return self.o_proj(o.reshape(B, T, H * K)), KDAState(S, q_tail, k_tail, v_tail)
+        return self.o_proj(o.reshape(B, T, H * K)), KDACache(S, q_tail, k_tail, v_tail)

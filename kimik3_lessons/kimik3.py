@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from kimik3_lessons import attnres, mla, moe
-from kimik3_lessons.kda import KDAState, KimiDeltaAttention
+from kimik3_lessons.kda import KDACache, KDAConfig, KimiDeltaAttention
 
 
 @dataclass(frozen=True)
@@ -103,11 +103,17 @@ class KimiK3Config:
                              self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim,
                              use_rope=False, output_gate=True, norm_eps=self.norm_eps)
 
-    def moe_shapes(self):
-        """The arguments of `moe.LatentMoE` (and of `moe.moe_costs`) for one MoE layer."""
-        return dict(hidden_size=self.hidden_size, latent_size=self.latent_size, num_experts=self.num_experts,
-                    top_k=self.top_k, num_shared_experts=self.num_shared_experts,
-                    expert_hidden_size=self.expert_hidden_size)
+    def kda_config(self):
+        """The shapes of one KDA layer: KimiK3's bounded gate."""
+        return KDAConfig(self.hidden_size, self.kda_heads, self.kda_head_dim, gate="bounded",
+                         conv_size=self.conv_size, chunk_size=self.chunk_size, norm_eps=self.norm_eps)
+
+    def moe_config(self):
+        """The shapes of one MoE layer (`moe.LatentMoE`, `moe.moe_costs`)."""
+        return moe.MoEConfig(hidden_size=self.hidden_size, latent_size=self.latent_size,
+                             num_experts=self.num_experts, top_k=self.top_k,
+                             num_shared_experts=self.num_shared_experts,
+                             expert_hidden_size=self.expert_hidden_size, norm_eps=self.norm_eps)
 
 
 def layer_kinds(config):
@@ -162,7 +168,7 @@ def count_parameters(config):
         "MLA mixers": (kinds.count("mla") * mla_layer,) * 2,
         "dense SiTU MLP": (config.first_dense_layers * 3 * config.dense_intermediate_size * D,) * 2,
     }
-    for name, (params, _) in moe.moe_costs(**config.moe_shapes()).items():
+    for name, (params, _) in moe.moe_costs(config.moe_config()).items():
         active = params // config.num_experts * config.top_k if name == "routed experts" else params
         parts[f"MoE {name}"] = (n_moe * params, n_moe * active)
     parts["RMSNorms"] = ((2 * L + 1) * D,) * 2                # input + post-attention per layer, final
@@ -172,37 +178,27 @@ def count_parameters(config):
             "components": parts}
 
 
-def kda_state_numbers(config):
-    """Numbers one KDA layer keeps per sequence at any context length: the state S [H, K, K] and three
-    conv tails [H·K, conv - 1] (what `kda.KDAState.numel` counts)."""
-    HK = config.kda_heads * config.kda_head_dim
-    return HK * config.kda_head_dim + 3 * HK * (config.conv_size - 1)
-
-
 def decode_memory_bytes(config, context, stack="kimik3", bytes_per_number=2):
     """Bytes one sequence holds while decoding after `context` tokens (int or array), over all L layers.
 
-        "kimik3"   n_kda · kda_state_numbers + n_mla · (d_c + d_r) · context     (the hybrid)
-        "all-mla"  L · (d_c + d_r) · context                                     (every layer MLA)
-        "mha"      L · 2 · hidden · context           GPT-2-style: heads of width d_v fill the hidden width
-    Caches per token from lesson 08's `mla.kv_cache_bytes_per_token`; bfloat16 (2 bytes) by default.
+        "kimik3"   n_kda · KDAConfig.state_numbers + n_mla · (d_c + d_r) · context     (the hybrid)
+        "all-mla"  L · (d_c + d_r) · context                                          (every layer MLA)
+        "mha"      L · 2 · n_h · d_v · context      every layer multi-head attention with MLA's heads
+    Caches per token from lesson 01's `cache_bytes_per_token` (as lesson 08 uses it); bfloat16 by default.
     """
     kinds, L = layer_kinds(config), config.num_layers
     latent = dict(kv_lora_rank=config.kv_lora_rank, qk_rope_head_dim=config.qk_rope_head_dim)
     if stack == "kimik3":
-        per_token = mla.kv_cache_bytes_per_token("mla", num_layers=kinds.count("mla"),
-                                                 bytes_per_number=bytes_per_number, **latent)
-        return kinds.count("kda") * kda_state_numbers(config) * bytes_per_number + per_token * context
+        per_token = mla.cache_bytes_per_token("mla", num_layers=kinds.count("mla"),
+                                              bytes_per_number=bytes_per_number, **latent)
+        states = kinds.count("kda") * config.kda_config().state_numbers * bytes_per_number
+        return states + per_token * context
     if stack == "all-mla":
-        return mla.kv_cache_bytes_per_token("mla", num_layers=L, bytes_per_number=bytes_per_number,
-                                            **latent) * context
+        return mla.cache_bytes_per_token("mla", num_layers=L, bytes_per_number=bytes_per_number,
+                                         **latent) * context
     if stack == "mha":
-        if config.hidden_size % config.v_head_dim:
-            raise ValueError(f"hidden_size ({config.hidden_size}) must be a multiple of v_head_dim "
-                             f"({config.v_head_dim}) for MHA heads of that width")
-        return mla.kv_cache_bytes_per_token("mha", num_layers=L, bytes_per_number=bytes_per_number,
-                                            num_heads=config.hidden_size // config.v_head_dim,
-                                            head_dim=config.v_head_dim) * context
+        return mla.cache_bytes_per_token("mha", num_layers=L, bytes_per_number=bytes_per_number,
+                                         num_heads=config.mla_heads, head_dim=config.v_head_dim) * context
     raise ValueError(f"stack must be 'kimik3', 'all-mla' or 'mha', got {stack!r}")
 
 
@@ -219,23 +215,16 @@ class DecoderLayer(nn.Module):
         D, eps = config.hidden_size, config.norm_eps
         self.kind = kind
         self.input_layernorm = nn.RMSNorm(D, eps=eps)
-        if kind == "kda":
-            self.self_attn = KimiDeltaAttention(D, config.kda_heads, config.kda_head_dim, gate="bounded",
-                                                conv_size=config.conv_size, chunk_size=config.chunk_size,
-                                                eps=eps)
-        else:
-            self.self_attn = mla.MultiHeadLatentAttention(config.mla_config())
+        self.self_attn = KimiDeltaAttention(config.kda_config()) if kind == "kda" else \
+            mla.MultiHeadLatentAttention(config.mla_config())
         self.post_attention_layernorm = nn.RMSNorm(D, eps=eps)
         self.mlp = moe.SiTUMLP(D, config.dense_intermediate_size) if dense else \
-            moe.LatentMoE(**config.moe_shapes(), eps=eps)
+            moe.LatentMoE(config.moe_config())
 
     def attention(self, h, cache):
         """The mixer on RMSNorm(h) [B, T, D], continuing `cache` -> (output, the layer's new cache).
-        MLA attends over its latents absorbed when decoding one token, explicitly on a prompt."""
-        x = self.input_layernorm(h)
-        if self.kind == "kda":
-            return self.self_attn(x, cache)
-        return self.self_attn(x, cache, absorb=x.shape[1] == 1)
+        (MLA attends over its latents absorbed when decoding one token, explicitly on a prompt.)"""
+        return self.self_attn(self.input_layernorm(h), cache)
 
     def ffn(self, h):
         return self.mlp(self.post_attention_layernorm(h))
@@ -244,7 +233,7 @@ class DecoderLayer(nn.Module):
 class KimiK3(nn.Module):
     """KimiK3 from the lesson modules. forward(idx [B, T], cache=None) -> (logits [B, T, vocab], cache).
 
-    cache is a list with one entry per layer: a `kda.KDAState` (recurrent state + conv tails) for a KDA
+    cache is a list with one entry per layer: a `kda.KDACache` (recurrent state + conv tails) for a KDA
     layer, an `mla.LatentCache` (latents of every token so far) for an MLA layer. Passing back what a
     call returned continues the sequence: prefill then token-by-token decoding equals one pass.
     """
@@ -260,7 +249,7 @@ class KimiK3(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config, kind, dense=l < config.first_dense_layers)
                                     for l, kind in enumerate(self.kinds))
         self.attn_res = attnres.BlockAttnRes(D, config.num_layers, config.attnres_block_size,
-                                             eps=config.norm_eps)
+                                             norm_eps=config.norm_eps)
         self.norm = nn.RMSNorm(D, eps=config.norm_eps)
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)  # untied from the embedding
 
@@ -277,7 +266,7 @@ class KimiK3(nn.Module):
             got = f"length {len(cache)}" if isinstance(cache, (list, tuple)) else type(cache).__name__
             raise ValueError(f"cache must be a list with one entry per layer ({len(self.layers)}), got {got}")
         for l, (kind, entry) in enumerate(zip(self.kinds, cache, strict=True)):
-            expected = KDAState if kind == "kda" else mla.LatentCache
+            expected = KDACache if kind == "kda" else mla.LatentCache
             if not isinstance(entry, expected):
                 raise ValueError(f"cache[{l}] must be a {expected.__name__} ({kind} layer), "
                                  f"got {type(entry).__name__}")

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from kimik3_lessons import contract
+from kimik3_lessons.gpt2 import cache_bytes_per_token  # noqa: F401 (lesson 01's formula, used here for MLA)
 
 
 @dataclass(frozen=True)
@@ -242,11 +243,15 @@ class MultiHeadLatentAttention(nn.Module):
                 raise ValueError(f"{name} must be [B, S, {width}] = [{B}, {S}, {width}] for x of batch {B}, "
                                  f"got {list(t.shape)}")
 
-    def forward(self, x, cache=None, absorb=False):
+    def forward(self, x, cache=None, absorb=None):
         """x [B, T, hidden] -> (y [B, T, hidden], LatentCache of S + T tokens).
 
         The T new tokens sit at positions S ... S + T - 1, where S = cache.length (0 without a cache).
+        absorb: True or False picks the computation; None (the default) absorbs when decoding one token,
+        where reading the latents directly saves the most, and computes explicitly for a prompt.
         """
+        if absorb is None:
+            absorb = x.shape[1] == 1
         self.check_inputs(x, cache)
         B, T, _ = x.shape
         start = 0 if cache is None else cache.length
@@ -259,31 +264,3 @@ class MultiHeadLatentAttention(nn.Module):
         if self.g_proj is not None:
             o = torch.sigmoid(self.g_proj(x)) * o
         return self.o_proj(o), cache
-
-
-CACHE_SHAPES = {"mha": ("num_heads", "head_dim"), "gqa": ("num_kv_heads", "head_dim"),
-                "mqa": ("head_dim",), "mla": ("kv_lora_rank", "qk_rope_head_dim")}
-
-
-def kv_cache_bytes_per_token(attention, *, num_layers=1, bytes_per_number=2, **shape):
-    """Bytes the cache grows by per token of context, over `num_layers` layers.
-
-    Numbers per token and layer:
-        mha  2 n_h d_h     a key and a value per head            (num_heads, head_dim)
-        gqa  2 n_g d_h     a key and a value per group of heads  (num_kv_heads, head_dim)
-        mqa  2 d_h         one key and one value for all heads   (head_dim)
-        mla  d_c + d_r     the latent and the shared rotary key  (kv_lora_rank, qk_rope_head_dim)
-    """
-    if attention not in CACHE_SHAPES:
-        raise ValueError(f"attention must be one of {sorted(CACHE_SHAPES)}, got {attention!r}")
-    if set(shape) != set(CACHE_SHAPES[attention]):
-        raise ValueError(f"{attention} needs exactly {CACHE_SHAPES[attention]}, got {tuple(shape)}")
-    for name, value in shape.items():
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if attention == "mla":
-        numbers = shape["kv_lora_rank"] + shape["qk_rope_head_dim"]
-    else:  # a key and a value of width head_dim for each key-value head
-        kv_heads = {"mha": shape.get("num_heads"), "gqa": shape.get("num_kv_heads"), "mqa": 1}[attention]
-        numbers = 2 * kv_heads * shape["head_dim"]
-    return numbers * num_layers * bytes_per_number

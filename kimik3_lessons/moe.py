@@ -21,6 +21,8 @@ Shapes: x [..., hidden]; routed expert weights stacked over experts: w1, w3 [E, 
 MLP of width num_shared_experts * F.
 """
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 import triton
@@ -144,40 +146,61 @@ class SiTUMLP(nn.Module):
 # The MoE layer
 
 
+@dataclass(frozen=True)
+class MoEConfig:
+    """The shapes of one MoE layer. `latent_size=None` is a plain MoE (experts at full width)."""
+    hidden_size: int
+    latent_size: int | None
+    num_experts: int
+    top_k: int
+    num_shared_experts: int
+    expert_hidden_size: int
+    beta: float = 4.0            # SiTU's gate cap
+    linear_beta: float = 25.0    # SiTU's up cap (None: no cap)
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("hidden_size", "num_experts", "expert_hidden_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.latent_size is not None and (not isinstance(self.latent_size, int) or self.latent_size < 1):
+            raise ValueError(f"latent_size must be a positive integer or None (no latent), "
+                             f"got {self.latent_size!r}")
+        if not isinstance(self.top_k, int) or not 1 <= self.top_k <= self.num_experts:
+            raise ValueError(f"top_k must be an integer in [1, num_experts = {self.num_experts}], "
+                             f"got {self.top_k!r}")
+        if not isinstance(self.num_shared_experts, int) or self.num_shared_experts < 0:
+            raise ValueError(f"num_shared_experts must be an integer >= 0, got {self.num_shared_experts!r}")
+
+
 class LatentMoE(nn.Module):
     """KimiK3's MoE layer: sigmoid router with a selection bias, shared SiTU experts at full width,
     routed SiTU experts in a latent of width `latent_size` (None: at full width, a plain MoE).
 
-    forward(x [..., hidden]) -> [..., hidden], sparse: each expert runs on the tokens routed to it.
-    dense_forward(x): every expert on every token, mixed by the routing weights (the reference).
+    LatentMoE(MoEConfig). forward(x [..., hidden]) -> [..., hidden], sparse: each expert runs on the
+    tokens routed to it. dense_forward(x): every expert on every token, mixed by the routing weights
+    (the reference).
     """
 
-    def __init__(self, hidden_size, latent_size, num_experts, top_k, num_shared_experts, expert_hidden_size,
-                 beta=4.0, linear_beta=25.0, eps=1e-5):
+    def __init__(self, config):
         super().__init__()
-        for name, value in (("hidden_size", hidden_size), ("num_experts", num_experts),
-                            ("expert_hidden_size", expert_hidden_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if latent_size is not None and (not isinstance(latent_size, int) or latent_size < 1):
-            raise ValueError(f"latent_size must be a positive integer or None (no latent), "
-                             f"got {latent_size!r}")
-        if not isinstance(top_k, int) or not 1 <= top_k <= num_experts:
-            raise ValueError(f"top_k must be an integer in [1, num_experts = {num_experts}], got {top_k!r}")
-        if not isinstance(num_shared_experts, int) or num_shared_experts < 0:
-            raise ValueError(f"num_shared_experts must be an integer >= 0, got {num_shared_experts!r}")
-        self.hidden_size, self.latent_size, self.top_k = hidden_size, latent_size, top_k
-        self.beta, self.linear_beta = beta, linear_beta
-        E, F, D = num_experts, expert_hidden_size, latent_size or hidden_size
+        if not isinstance(config, MoEConfig):
+            raise ValueError(f"config must be a MoEConfig, got {type(config).__name__}")
+        self.config = cfg = config
+        self.hidden_size, self.latent_size, self.top_k = cfg.hidden_size, cfg.latent_size, cfg.top_k
+        self.beta, self.linear_beta = cfg.beta, cfg.linear_beta
+        E, F, D = cfg.num_experts, cfg.expert_hidden_size, cfg.latent_size or cfg.hidden_size
+        hidden_size, latent_size = cfg.hidden_size, cfg.latent_size
 
         self.router = nn.Linear(hidden_size, E, bias=False)
         # A weight of the checkpoint, set by `update_bias`, never by gradients.
         self.score_bias = nn.Parameter(torch.zeros(E), requires_grad=False)
-        self.shared = SiTUMLP(hidden_size, num_shared_experts * F, beta, linear_beta) \
-            if num_shared_experts else None
+        self.shared = SiTUMLP(hidden_size, cfg.num_shared_experts * F, cfg.beta, cfg.linear_beta) \
+            if cfg.num_shared_experts else None
         if latent_size is not None:
             self.latent_down = nn.Linear(hidden_size, D, bias=False)
-            self.latent_norm = nn.RMSNorm(D, eps=eps)
+            self.latent_norm = nn.RMSNorm(D, eps=cfg.norm_eps)
             self.latent_up = nn.Linear(D, hidden_size, bias=False)
         self.w1 = nn.Parameter(torch.randn(E, F, D) * D ** -0.5)  # gate
         self.w3 = nn.Parameter(torch.randn(E, F, D) * D ** -0.5)  # up
@@ -262,21 +285,21 @@ class LatentMoE(nn.Module):
         self.score_bias += rate * torch.sign(load.mean() - load)
 
 
-def moe_costs(hidden_size, latent_size, num_experts, top_k, num_shared_experts, expert_hidden_size):
-    """Parameters and matmul FLOPs per token of one `LatentMoE` layer, by component.
+def moe_costs(config):
+    """Parameters and matmul FLOPs per token of one `LatentMoE(config)` layer, by component.
 
     Returns {component: (parameters, FLOPs per token)}, FLOPs = 2 per multiply-add of the matmuls a
     token runs (router, shared experts, its top_k routed experts, latent projections); elementwise work
     (activation, norm, weighting) is not counted. Parameters match sum(p.numel()) of the module.
     """
-    H, E, k, S, F = hidden_size, num_experts, top_k, num_shared_experts, expert_hidden_size
-    D = latent_size or H
+    H, E, k = config.hidden_size, config.num_experts, config.top_k
+    S, F, D = config.num_shared_experts, config.expert_hidden_size, config.latent_size or config.hidden_size
     expert = 3 * F * D  # w1, w3 [F, D], w2 [D, F]
     costs = {
         "router": (E * H + E, 2 * E * H),  # weight [E, H] and score bias [E]
         "shared experts": (3 * S * F * H, 2 * 3 * S * F * H),
         "routed experts": (E * expert, 2 * k * expert),
     }
-    if latent_size is not None:
+    if config.latent_size is not None:
         costs["latent down + norm + up"] = (2 * H * D + D, 2 * 2 * H * D)
     return costs

@@ -30,7 +30,7 @@ def test_attn_res_matches_fla_naive(dtype, rtol):
     D = 48
     sources = sources_like((2, 7, D), 5, dtype)
     query, norm_weight = torch.randn(D) * 0.3, 1 + 0.2 * torch.randn(D)
-    h, alpha = attnres.attn_res(query, sources, norm_weight, eps=1e-5, return_weights=True)
+    h, alpha = attnres.attn_res(query, sources, norm_weight, norm_eps=1e-5, return_weights=True)
     h_ref, alpha_ref = naive_attnres(query, sources, norm_weight, rms_eps=1e-5, scale=1.0,
                                      return_weights=True)
     assert h.dtype == dtype and alpha.dtype == torch.float32
@@ -45,7 +45,7 @@ def test_attn_res_float64_matches_the_loop_and_stays_float64():
     gen = torch.Generator().manual_seed(3)
     query = torch.randn(D, generator=gen, dtype=torch.float64)
     norm_weight = torch.rand(D, generator=gen, dtype=torch.float64) + 0.5
-    h, alpha = attnres.attn_res(query, sources, norm_weight, eps=1e-6, return_weights=True)
+    h, alpha = attnres.attn_res(query, sources, norm_weight, norm_eps=1e-6, return_weights=True)
     h_ref, alpha_ref = mix_loop(query, sources, norm_weight, 1e-6)
     assert h.dtype == torch.float64 and alpha.dtype == torch.float64
     torch.testing.assert_close(h, h_ref, rtol=1e-12, atol=1e-12)
@@ -64,8 +64,8 @@ def test_keys_are_scale_free():
     sources = sources_like((5, 12), 3, torch.float64, seed=5)
     query = torch.randn(12, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
     ones = torch.ones(12, dtype=torch.float64)
-    _, alpha = attnres.attn_res(query, sources, ones, eps=0.0, return_weights=True)
-    _, alpha_scaled = attnres.attn_res(query, [sources[0] * 40, *sources[1:]], ones, eps=0.0,
+    _, alpha = attnres.attn_res(query, sources, ones, norm_eps=0.0, return_weights=True)
+    _, alpha_scaled = attnres.attn_res(query, [sources[0] * 40, *sources[1:]], ones, norm_eps=0.0,
                                        return_weights=True)
     torch.testing.assert_close(alpha_scaled, alpha, rtol=1e-12, atol=1e-12)
 
@@ -89,9 +89,9 @@ def test_bad_input_raises():
         attnres.ToyStack(4, 4, residual="highway")
 
 
-def random_stack(residual, n_layers, block_size, seed=0):
+def random_stack(residual, num_layers, block_size, seed=0):
     torch.manual_seed(seed)
-    model = attnres.ToyStack(6, 3, dim=16, n_layers=n_layers, hidden=24, residual=residual,
+    model = attnres.ToyStack(6, 3, dim=16, num_layers=num_layers, hidden=24, residual=residual,
                              block_size=block_size).double()
     if model.attn_res is not None:
         with torch.no_grad():  # away from the zero initialization, so each weight matters
@@ -100,21 +100,21 @@ def random_stack(residual, n_layers, block_size, seed=0):
     return model
 
 
-@pytest.mark.parametrize("n_layers, block_size", [(7, 1), (7, 3), (7, 5), (5, 9)])
-def test_block_attn_res_is_the_definition_on_block_sums(n_layers, block_size):
+@pytest.mark.parametrize("num_layers, block_size", [(7, 1), (7, 3), (7, 5), (5, 9)])
+def test_block_attn_res_is_the_definition_on_block_sums(num_layers, block_size):
     """Each mix point p reads [embedding, sums of the finished blocks, sum of the current block so far],
     built here from the list of every sublayer output, per the paper's definition."""
-    model = random_stack("block", n_layers, block_size)
+    model = random_stack("block", num_layers, block_size)
     trace = {}
     model(torch.randn(4, 6, dtype=torch.float64), trace=trace)
     outputs, S = trace["outputs"], 2 * block_size
     res = model.attn_res
-    for p in range(2 * n_layers + 1):
+    for p in range(2 * num_layers + 1):
         finished = [sum(outputs[j * S:(j + 1) * S]) for j in range(p // S)]
         partial = [sum(outputs[(p // S) * S:p])] if p % S else []
         sources = [trace["embedding"], *finished, *partial]
-        assert len(sources) <= -(-n_layers // block_size) + 1  # N blocks + the embedding
-        h_ref, _ = mix_loop(res.queries[p].detach(), sources, res.norm_weights[p].detach(), res.eps)
+        assert len(sources) <= -(-num_layers // block_size) + 1  # N blocks + the embedding
+        h_ref, _ = mix_loop(res.queries[p].detach(), sources, res.norm_weights[p].detach(), res.norm_eps)
         torch.testing.assert_close(trace["inputs"][p], h_ref, rtol=1e-10, atol=1e-10)
         assert trace["weights"][p].shape == (len(sources), 4)
 
@@ -126,7 +126,7 @@ def test_full_attn_res_reads_every_sublayer_output():
     res = model.attn_res
     for p in range(9):
         sources = [trace["embedding"], *trace["outputs"][:p]]
-        h_ref, _ = mix_loop(res.queries[p].detach(), sources, res.norm_weights[p].detach(), res.eps)
+        h_ref, _ = mix_loop(res.queries[p].detach(), sources, res.norm_weights[p].detach(), res.norm_eps)
         torch.testing.assert_close(trace["inputs"][p], h_ref, rtol=1e-10, atol=1e-10)
 
 
@@ -142,7 +142,7 @@ def test_plain_stack_is_the_running_sum():
 
 def test_zero_initialized_queries_average_and_learn():
     torch.manual_seed(7)
-    model = attnres.ToyStack(6, 3, dim=16, n_layers=3, hidden=24, residual="block", block_size=1)
+    model = attnres.ToyStack(6, 3, dim=16, num_layers=3, hidden=24, residual="block", block_size=1)
     assert torch.count_nonzero(model.attn_res.queries) == 0
     trace = {}
     model(torch.randn(5, 6), trace=trace).pow(2).mean().backward()
@@ -157,7 +157,7 @@ def test_zero_initialized_queries_average_and_learn():
 
 def test_kimik3_block_layout_and_call_protocol():
     """93 layers in blocks of 12: the final mix reads the embedding and 8 block sums."""
-    res = attnres.BlockAttnRes(dim=4, n_layers=93, block_size=12)
+    res = attnres.BlockAttnRes(dim=4, num_layers=93, block_size=12)
     assert res.queries.shape == (187, 4) and res.norm_weights.shape == (187, 4)
     state = res.start(torch.zeros(1, 4))
     most = 1

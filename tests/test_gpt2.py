@@ -51,7 +51,7 @@ def test_cached_decode_equals_full_forward(pair):
             logits, cache = model(idx[:, t:t + 1], cache)
             rows.append(logits[:, -1])
     lab.check_close("decode with cache == full forward", full[:, 17:], torch.stack(rows, 1), rtol=1e-5)
-    assert cache[0][0].shape == (3, SMALL["n_head"], 25, SMALL["n_embd"] // SMALL["n_head"])
+    assert cache[0].k.shape == (3, SMALL["n_head"], 25, SMALL["n_embd"] // SMALL["n_head"])
 
 
 def test_cached_and_uncached_generation_agree(pair):
@@ -81,9 +81,13 @@ def test_top_k_sampling_stays_in_the_top_k():
         assert (ids == allowed).any(dim=1).all()
 
 
-def test_kv_cache_bytes_formula():
+def test_cache_bytes_per_token_formula(pair):
     # GPT-2 small, 1024 tokens, fp16: 2 (k and v) * 12 layers * 768 * 1024 * 2 bytes = 37,748,736
-    assert gpt2.kv_cache_bytes(gpt2.GPTConfig(), 1024) == 37_748_736
+    assert gpt2.GPTConfig().cache_bytes_per_token() * 1024 == 37_748_736
+    _, model = pair                                           # and what a real cache holds, batch-wide
+    _, cache = model(torch.zeros(2, 9, dtype=torch.long))
+    held = sum(layer_cache.nbytes for layer_cache in cache)
+    assert held == model.config.cache_bytes_per_token(bytes_per_number=4) * 9 * 2
 
 
 def test_bad_input_raises(pair):
@@ -101,5 +105,5 @@ def test_bad_input_raises(pair):
         model(torch.zeros(2, 61, dtype=torch.long), cache)
     with pytest.raises(ValueError, match="token ids"):
         model(torch.zeros(2, 3))
-    with pytest.raises(ValueError, match="multiple of n_head"):
-        gpt2.GPTConfig(n_embd=30, n_head=4)
+    with pytest.raises(ValueError, match="multiple of num_heads"):
+        gpt2.GPTConfig(hidden_size=30, num_heads=4)

@@ -157,7 +157,7 @@ def test_short_conv_matches_padded_conv1d():
 @pytest.mark.parametrize("gate", ["mamba2", "bounded"])
 def test_layer_decodes_token_by_token_as_one_pass(gate):
     torch.manual_seed(0)
-    layer = kda.KimiDeltaAttention(hidden_size=32, num_heads=2, head_dim=16, gate=gate, chunk_size=16)
+    layer = kda.KimiDeltaAttention(kda.KDAConfig(hidden_size=32, num_heads=2, head_dim=16, gate=gate, chunk_size=16))
     layer = layer.double()
     x = torch.randn(2, 40, 32, dtype=torch.float64)
     y_ref, state_ref = layer(x)
@@ -169,13 +169,15 @@ def test_layer_decodes_token_by_token_as_one_pass(gate):
     lab.check_close(f"{gate}: decode = one pass", y_ref, torch.cat(ys, dim=1))
     for name in ("S", "q_tail", "k_tail", "v_tail"):
         lab.check_close(f"{gate}: state {name}", getattr(state_ref, name), getattr(state, name))
-    assert state.numel() == 2 * 16 * 16 + 3 * 2 * 16 * 3
+    per_sequence = 2 * 16 * 16 + 3 * 2 * 16 * 3                  # S [H, K, V] and three tails [H*K, 3]
+    assert layer.config.state_numbers == per_sequence
+    assert state.nbytes == 2 * per_sequence * 8                  # the whole batch of 2, float64
 
 
 def test_layer_parameters_map_to_kimik3_weights():
     """KimiK3's KDA weight list (REFERENCE.md): hidden 7168, 96 heads x 128, the bounded gate."""
     with torch.device("meta"):
-        layer = kda.KimiDeltaAttention(hidden_size=7168, num_heads=96, head_dim=128, gate="bounded")
+        layer = kda.KimiDeltaAttention(kda.KDAConfig(hidden_size=7168, num_heads=96, head_dim=128, gate="bounded"))
     expected = {
         "q_proj.weight": (12288, 7168), "k_proj.weight": (12288, 7168), "v_proj.weight": (12288, 7168),
         "q_conv1d.weight": (12288, 1, 4), "k_conv1d.weight": (12288, 1, 4), "v_conv1d.weight": (12288, 1, 4),
@@ -188,7 +190,7 @@ def test_layer_parameters_map_to_kimik3_weights():
 
 def test_layer_rejects_unknown_gate():
     with pytest.raises(ValueError, match="gate"):
-        kda.KimiDeltaAttention(32, 2, 16, gate="softmax")
+        kda.KDAConfig(32, 2, 16, gate="softmax")
 
 
 def test_chunked_is_differentiable_with_the_recurrences_gradients():

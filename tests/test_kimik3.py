@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kimik3_lessons import kimik3, lab, mla
-from kimik3_lessons.kda import KDAState
+from kimik3_lessons.kda import KDACache
 
 FULL, TINY = kimik3.KimiK3Config.full(), kimik3.KimiK3Config.tiny()
 
@@ -120,7 +120,7 @@ def test_decode_equals_one_pass():
     lab.check_close("prefill + decode = one pass (float64 logits)", reference, torch.cat(pieces, dim=1))
     for kind, entry, ref in zip(model.kinds, cache, full_cache, strict=True):
         if kind == "kda":
-            assert isinstance(entry, KDAState)
+            assert isinstance(entry, KDACache)
             lab.check_close("KDA state after decoding", ref.S, entry.S)
         else:
             assert isinstance(entry, mla.LatentCache) and entry.length == 29
@@ -150,7 +150,7 @@ def test_decode_memory_matches_the_real_cache():
     model = kimik3.KimiK3(TINY)
     with torch.no_grad():
         _, cache = model(torch.randint(0, TINY.vocab_size, (1, 21)))
-    held = sum(entry.numel() * 4 if isinstance(entry, KDAState) else entry.nbytes for entry in cache)
+    held = sum(entry.nbytes for entry in cache)   # one sequence: batch-wide bytes are per-sequence bytes
     assert held == kimik3.decode_memory_bytes(TINY, 21, bytes_per_number=4)   # float32 everywhere
 
 
@@ -159,7 +159,7 @@ def test_decode_memory_full():
     kda_state = 96 * 128 * 128 + 3 * 12288 * 3                # S [96, 128, 128] + three conv tails
     assert kimik3.decode_memory_bytes(FULL, context) == 2 * (69 * kda_state + 24 * 576 * context)
     assert kimik3.decode_memory_bytes(FULL, context, "all-mla") == 2 * 93 * 576 * context
-    assert kimik3.decode_memory_bytes(FULL, context, "mha") == 2 * 93 * 2 * 7168 * context
+    assert kimik3.decode_memory_bytes(FULL, context, "mha") == 2 * 93 * 2 * 96 * 128 * context  # MLA's heads
     with pytest.raises(ValueError, match="stack"):
         kimik3.decode_memory_bytes(FULL, context, "gqa")
 
@@ -173,7 +173,7 @@ def test_bad_inputs():
     _, cache = model(torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="one entry per layer"):
         model(torch.zeros(1, 1, dtype=torch.long), cache[:-1])
-    with pytest.raises(ValueError, match=r"cache\[0\] must be a KDAState"):
+    with pytest.raises(ValueError, match=r"cache\[0\] must be a KDACache"):
         model(torch.zeros(1, 1, dtype=torch.long), cache[3:4] + cache[1:])
     with pytest.raises(ValueError, match="top_k"):
         dataclasses.replace(TINY, top_k=TINY.num_experts + 1)

@@ -89,7 +89,7 @@ def test_cache_holds_only_latent_and_rope_key(dtype):
     assert tuple(cache.c.shape) == (2, 7, 10) and tuple(cache.k_rope.shape) == (2, 7, 4)
     per_token = cache.nbytes / (2 * 7)
     assert per_token == (10 + 4) * x.element_size()
-    assert per_token == mla.kv_cache_bytes_per_token("mla", kv_lora_rank=10, qk_rope_head_dim=4,
+    assert per_token == mla.cache_bytes_per_token("mla", kv_lora_rank=10, qk_rope_head_dim=4,
                                                      bytes_per_number=x.element_size())
     for step in range(3):  # each decoded token adds exactly one row
         _, cache = layer(torch.randn(2, 1, 32, dtype=dtype), cache)
@@ -98,16 +98,16 @@ def test_cache_holds_only_latent_and_rope_key(dtype):
 
 def test_kv_cache_bytes_per_token_known_models():
     # DeepSeek-V2 (paper): 576 numbers per token and layer for MLA, 2 * 128 * 128 for MHA.
-    assert mla.kv_cache_bytes_per_token("mla", kv_lora_rank=512, qk_rope_head_dim=64,
+    assert mla.cache_bytes_per_token("mla", kv_lora_rank=512, qk_rope_head_dim=64,
                                         bytes_per_number=1) == 576
-    assert mla.kv_cache_bytes_per_token("mha", num_heads=128, head_dim=128, bytes_per_number=1) == 32768
-    assert mla.kv_cache_bytes_per_token("gqa", num_kv_heads=8, head_dim=128, bytes_per_number=1) == 2048
-    assert mla.kv_cache_bytes_per_token("mqa", head_dim=128, bytes_per_number=1) == 256
+    assert mla.cache_bytes_per_token("mha", num_heads=128, head_dim=128, bytes_per_number=1) == 32768
+    assert mla.cache_bytes_per_token("gqa", num_kv_heads=8, head_dim=128, bytes_per_number=1) == 2048
+    assert mla.cache_bytes_per_token("mqa", head_dim=128, bytes_per_number=1) == 256
     # GPT-2 small: 2 * n_layer * n_embd numbers per token, 4 bytes each in float32.
-    assert mla.kv_cache_bytes_per_token("mha", num_layers=12, num_heads=12, head_dim=64,
+    assert mla.cache_bytes_per_token("mha", num_layers=12, num_heads=12, head_dim=64,
                                         bytes_per_number=4) == 2 * 12 * 768 * 4
     # Default: 2 bytes per number (bf16), layers multiply.
-    assert mla.kv_cache_bytes_per_token("mla", num_layers=60, kv_lora_rank=512, qk_rope_head_dim=64) == \
+    assert mla.cache_bytes_per_token("mla", num_layers=60, kv_lora_rank=512, qk_rope_head_dim=64) == \
         60 * 576 * 2
 
 
@@ -285,8 +285,8 @@ def test_bad_config_and_cache_formula_raise_value_error():
     with pytest.raises(ValueError, match="MLAConfig"):
         mla.MultiHeadLatentAttention(good)
     with pytest.raises(ValueError, match="attention"):
-        mla.kv_cache_bytes_per_token("linear", head_dim=64)
+        mla.cache_bytes_per_token("linear", head_dim=64)
     with pytest.raises(ValueError, match="num_kv_heads"):
-        mla.kv_cache_bytes_per_token("gqa", num_heads=8, head_dim=64)
+        mla.cache_bytes_per_token("gqa", num_heads=8, head_dim=64)
     with pytest.raises(ValueError, match="head_dim"):
-        mla.kv_cache_bytes_per_token("mha", num_heads=8, head_dim=0)
+        mla.cache_bytes_per_token("mha", num_heads=8, head_dim=0)

@@ -109,7 +109,7 @@ def test_activation_bad_input():
 
 def make_moe(latent=16, experts=8, top_k=2, shared=1, hidden=32, width=24, seed=0):
     torch.manual_seed(seed)
-    layer = moe.LatentMoE(hidden, latent, experts, top_k, shared, width).double()
+    layer = moe.LatentMoE(moe.MoEConfig(hidden, latent, experts, top_k, shared, width)).double()
     with torch.no_grad():
         layer.score_bias.normal_(0, 0.05)  # a bias that changes some choices
         if latent is not None:
@@ -201,7 +201,7 @@ def test_sparse_and_dense_gradients_agree():
 @torch.no_grad()
 def test_bfloat16_layer():
     torch.manual_seed(5)
-    layer = moe.LatentMoE(64, 32, 8, 2, 1, 48).bfloat16()
+    layer = moe.LatentMoE(moe.MoEConfig(64, 32, 8, 2, 1, 48)).bfloat16()
     x = torch.randn(2, 9, 64).bfloat16()
     y = layer(x)
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
@@ -221,7 +221,7 @@ def test_update_bias_follows_the_sign_rule():
 @torch.no_grad()
 def test_bias_balancing_evens_out_skewed_load():
     torch.manual_seed(6)
-    layer = moe.LatentMoE(32, 16, 16, 2, 0, 8)
+    layer = moe.LatentMoE(moe.MoEConfig(32, 16, 16, 2, 0, 8))
     favourite = layer.router.weight[:3].sum(0)
     x = torch.randn(1024, 32) + 3 * favourite / favourite.norm()  # every token leans towards experts 0-2
     before = layer.expert_load(x)
@@ -235,7 +235,7 @@ def test_bias_balancing_evens_out_skewed_load():
 def test_costs_match_parameters_and_counted_flops():
     for latent, shared in ((16, 2), (None, 1)):
         layer = make_moe(latent=latent, shared=shared, experts=8, top_k=3)
-        costs = moe.moe_costs(32, latent, 8, 3, shared, 24)
+        costs = moe.moe_costs(moe.MoEConfig(32, latent, 8, 3, shared, 24))
         assert sum(c[0] for c in costs.values()) == sum(p.numel() for p in layer.parameters())
         x = torch.randn(40, 32, dtype=torch.float64)
         with FlopCounterMode(display=False) as counter:
@@ -244,7 +244,7 @@ def test_costs_match_parameters_and_counted_flops():
 
 
 def test_kimik3_layer_parameters_from_the_reference_shapes():
-    costs = moe.moe_costs(7168, 3584, 896, 16, 2, 3072)
+    costs = moe.moe_costs(moe.MoEConfig(7168, 3584, 896, 16, 2, 3072))
     from_shapes = (896 * 7168 + 896                                  # router, score bias
                    + 6144 * 7168 * 2 + 7168 * 6144                   # shared gate, up, down
                    + 3584 * 7168 + 3584 + 7168 * 3584                # latent down, norm, up
@@ -254,14 +254,14 @@ def test_kimik3_layer_parameters_from_the_reference_shapes():
 
 def test_layer_bad_input():
     with pytest.raises(ValueError, match="top_k"):
-        moe.LatentMoE(32, 16, 4, 5, 1, 8)
+        moe.MoEConfig(32, 16, 4, 5, 1, 8)
     with pytest.raises(ValueError, match="top_k"):
-        moe.LatentMoE(32, 16, 4, 0, 1, 8)
+        moe.MoEConfig(32, 16, 4, 0, 1, 8)
     with pytest.raises(ValueError, match="latent_size"):
-        moe.LatentMoE(32, 0, 4, 2, 1, 8)
+        moe.MoEConfig(32, 0, 4, 2, 1, 8)
     with pytest.raises(ValueError, match="num_shared_experts"):
-        moe.LatentMoE(32, 16, 4, 2, -1, 8)
-    layer = moe.LatentMoE(32, 16, 4, 2, 1, 8)
+        moe.MoEConfig(32, 16, 4, 2, -1, 8)
+    layer = moe.LatentMoE(moe.MoEConfig(32, 16, 4, 2, 1, 8))
     with pytest.raises(ValueError, match=r"\[\.\.\., 32\]"):
         layer(torch.randn(5, 31))
     with pytest.raises(ValueError, match="hidden_size"):

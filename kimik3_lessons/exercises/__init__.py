@@ -141,7 +141,8 @@ def attempt(fn, *args, **kwargs):
     except NotImplementedError:
         raise
     except Exception as err:
-        raise Wrong(f"`{getattr(fn, '__name__', 'your function')}` raised {type(err).__name__}: {err}") from err
+        name = getattr(fn, "__name__", "your function")
+        raise Wrong(f"`{name}` raised {type(err).__name__}: {err}") from err
 
 
 # ---------------------------------------------------------------------------------------------------
