@@ -1,0 +1,129 @@
+"""Lesson 01's exercises: attention over a KV cache (the mask), the cached decode loop, GPT-2's size."""
+
+import torch
+
+from kimik3_lessons import gpt2
+from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+
+
+def _randint(low, high):
+    """A fresh random integer in [low, high]."""
+    return int(torch.randint(low, high + 1, ()))
+
+
+def _heads(attn, x):
+    """q, k, v [B, num_heads, T, head_dim] of `attn` (a CausalSelfAttention) for x [B, T, C]."""
+    B, T, C = x.shape
+    return (z.view(B, T, attn.num_heads, C // attn.num_heads).transpose(1, 2)
+            for z in attn.c_attn(x).split(C, dim=2))
+
+
+@exercise("01.1", "attend_with_cache", "attention for T new tokens over a KV cache (append and mask)",
+          difficulty=2)
+def check_attend_with_cache(attend_with_cache):
+    num_heads, head_dim = _randint(2, 4), _randint(3, 8)
+    config = gpt2.GPTConfig(block_size=64, vocab_size=11, num_layers=1, num_heads=num_heads,
+                            hidden_size=num_heads * head_dim)
+    attn = gpt2.CausalSelfAttention(config).double().eval()
+    B, C = 2, config.hidden_size
+    errors = []
+    # A multi-token continuation (T new tokens after `past` cached ones), then a one-token decode step.
+    for past, T in ((_randint(3, 12), _randint(2, 6)), (_randint(3, 12), 1)):
+        with torch.no_grad():
+            _, cache = attn(torch.randn(B, past, C, dtype=torch.float64))
+            x = torch.randn(B, T, C, dtype=torch.float64)
+            y_ref, cache_ref = attn(x, cache)                   # the module: CausalSelfAttention with a cache
+            q, k, v = _heads(attn, x)
+        out = attempt(attend_with_cache, q, k, v, cache.k, cache.v)
+        if not isinstance(out, tuple) or len(out) != 3:
+            raise Wrong(f"return a triple (o, k_all, v_all), got {type(out).__name__}")
+        o, k_all, v_all = out
+        for name, ref, got in (("k_all", cache_ref.k, k_all), ("v_all", cache_ref.v, v_all)):
+            expect_close(name, ref, got, row_dim=2, hint="Hint: the new tokens go after the cached ones: "
+                         "torch.cat([cache, new], dim=2) (dim 2 is the token dimension).")
+        expect_tensor("o", o, q.shape)
+        with torch.no_grad():
+            y = attn.c_proj(o.transpose(1, 2).reshape(B, T, C))
+        errors.append(expect_close(
+            f"o (past = {past}, T = {T}), seen through the layer's output projection", y_ref, y, row_dim=1,
+            hint=f"Hint: new token i sits at position past + i, so it may read keys 0 … past + i: mask the "
+                 f"[T, past + T] scores with tril(diagonal=past) (past = {past} here), scale them by "
+                 f"1/sqrt(head_dim), softmax over the keys."))
+    return f"equals CausalSelfAttention with a KV cache (relative error {max(errors):.0e})"
+
+
+class _CountingModel:
+    """Stands in for a GPT: `model(idx, cache)` runs it, counts the token positions it is fed, and notes
+    the first call whose cache is not the one the previous call returned (every token seen so far)."""
+
+    def __init__(self, model):
+        self.config = model.config
+        self._model = model
+        self.tokens_fed = 0
+        self.seen = 0                     # tokens per sequence in the cache the last call returned
+        self.problem = None               # what went wrong first, reported after the student's loop
+
+    def __call__(self, idx, cache=None):
+        held = 0 if cache is None else cache[0].length
+        if held != self.seen and self.problem is None:
+            self.problem = (
+                f"a call ran the model without a cache after it had seen {self.seen} tokens: the cache was "
+                f"not used" if cache is None else
+                f"a call passed a cache of {held} tokens, but the model had seen {self.seen} tokens by then")
+        self.tokens_fed += idx.shape[0] * idx.shape[1]
+        logits, cache = self._model(idx, cache)
+        self.seen = cache[0].length
+        return logits, cache
+
+    forward = __call__
+
+
+@exercise("01.2", "generate_cached", "greedy decoding with the KV cache", difficulty=1)
+def check_generate_cached(generate_cached):
+    config = gpt2.GPTConfig(block_size=64, vocab_size=_randint(20, 60), num_layers=2, num_heads=2,
+                            hidden_size=16)
+    model = gpt2.GPT(config).double().eval()
+    B, prompt_len, n = 2, _randint(3, 8), _randint(6, 12)
+    prompt = torch.stack([torch.randperm(config.vocab_size)[:prompt_len] for _ in range(B)])  # no repeats
+    ref = model.generate(prompt, n, use_cache=False)    # greedy, recomputing everything: the reference
+    spy = _CountingModel(model)
+    with torch.no_grad():
+        out = attempt(generate_cached, spy, prompt, n)
+    if spy.problem:
+        raise Wrong(f"{spy.problem}. Hint: pass back the cache the previous call returned "
+                    f"(logits, cache = model(next_id, cache)) and feed only the newest token.")
+    expect_tensor("the returned token ids", out, ref.shape)
+    if not torch.equal(out, ref):
+        first = int((out != ref).any(dim=0).nonzero()[0])
+        raise Wrong(f"token {first} differs ({'a prompt token' if first < prompt_len else 'generated'}; "
+                    f"tokens 0..{first - 1} match). Hint: feed the prompt once, then only the newest token "
+                    f"with the cache, and pick the argmax of the logits of the LAST position.")
+    needed = B * (prompt_len + n)          # the prompt once, then one token per step (the last may be spared)
+    if spy.tokens_fed > needed:
+        raise Wrong(f"right tokens, but your loop fed the model {spy.tokens_fed} token positions; with the "
+                    f"cache it needs at most {needed} (the prompt once, then one token per step). Hint: call "
+                    f"model(newest_token, cache), not model(whole_sequence).")
+    return (f"same {n} tokens as decoding without a cache, from {spy.tokens_fed} token positions fed "
+            f"instead of {B * sum(range(prompt_len, prompt_len + n))}")
+
+
+@exercise("01.3", "gpt2_parameters", "GPT-2's parameter count as a formula", difficulty=1)
+def check_gpt2_parameters(gpt2_parameters):
+    for _ in range(3):
+        num_heads = _randint(1, 4)
+        config = gpt2.GPTConfig(block_size=_randint(8, 200), vocab_size=_randint(10, 500),
+                                num_layers=_randint(1, 6), num_heads=num_heads,
+                                hidden_size=num_heads * _randint(2, 16))
+        with torch.device("meta"):                       # shapes only: nothing is allocated
+            ref = gpt2.GPT(config).num_parameters()
+        out = attempt(gpt2_parameters, config.num_layers, config.hidden_size, config.vocab_size,
+                      config.block_size)
+        if out != ref:
+            raise Wrong(f"for {config.num_layers} layers, width {config.hidden_size}, vocabulary "
+                        f"{config.vocab_size}, {config.block_size} positions you count {out}, the model has "
+                        f"{ref:,} ({out - ref:+,} off). Hint: per block two LayerNorms (weight and bias), "
+                        f"q/k/v and output projections, the MLP's two matrices, every Linear with a bias; "
+                        f"then both embeddings and the final LayerNorm; the LM head is the token "
+                        f"embedding (tied), counted once.")
+    small = attempt(gpt2_parameters, 12, 768, 50257, 1024)
+    return f"exact for 3 random configurations (GPT-2 small: {small:,})"
