@@ -26,10 +26,13 @@ def decode_inputs(layer, S):
     return torch.randn(1, 1, hidden), cache
 
 
-def decode_step_times(layer, S, repeat=5):
-    """Median seconds of one decode step (explicit, absorbed) after S cached tokens."""
+def decode_step_times(layer, S, repeat=7):
+    """Median seconds of one decode step (explicit, absorbed) after S cached tokens, timed in turn
+    (`lab.time_in_turn`) so that a change of load on the machine slows both alike."""
     x, cache = decode_inputs(layer, S)
-    return [lab.timeit(layer, x, cache, absorb=absorb, repeat=repeat) for absorb in (False, True)]
+    times = lab.time_in_turn({"explicit": (lambda x, c: layer(x, c, absorb=False), (x, cache)),
+                              "absorbed": (lambda x, c: layer(x, c, absorb=True), (x, cache))}, repeat=repeat)
+    return times["explicit"], times["absorbed"]
 
 
 def main():

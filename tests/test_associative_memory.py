@@ -105,11 +105,28 @@ def test_the_memory_is_what_the_layer_forms_compute():
 
 def test_bad_input_raises():
     keys, values = torch.randn(2, 5, 4), torch.randn(2, 5, 4)
-    with pytest.raises(ValueError, match="rule"):
+    with pytest.raises(ValueError, match="rule must be one of"):
         am.store(keys, values, "hebbian")
-    with pytest.raises(ValueError, match="values"):
+    with pytest.raises(ValueError, match=r"values must be \[\.\.\., N, D_v\]"):
         am.store(keys, values[:, :4], "delta")
-    with pytest.raises(ValueError, match="Ns"):
+    with pytest.raises(ValueError, match="keys and values must be"):
+        am.store(keys[0, 0], values[0, 0], "delta")
+    with pytest.raises(ValueError, match="Ns must lie in"):
         am.capacity_curve(keys, values, "delta", [3, 6])
-    with pytest.raises(ValueError, match="keys"):
+    with pytest.raises(ValueError, match=r"keys must be \[B, N, D\]"):
         am.recall_sequence(keys[0], values[0])
+
+
+@pytest.mark.parametrize("x", [0.5, 0.99, 1.01, 1.5, 1.99, 2.01, 2.5])
+def test_delta_write_overshoots_past_one_and_diverges_past_two(x):
+    """Only beta ||k||^2 = x matters: one write reads x v (more than v once x > 1); the error left is
+    multiplied by 1 - x per write, so repeated writes move away from v once x > 2."""
+    v = torch.tensor([0.6, -0.8], dtype=torch.float64)
+
+    def gain(k, beta, n):
+        return am.read(am.store(k.expand(n, 3), v.expand(n, 2), "delta", beta=beta), k) @ v
+
+    for beta in (1.0, 0.5):
+        k = (x / beta) ** 0.5 * torch.tensor([0.0, 0.6, 0.8], dtype=torch.float64)
+        assert (gain(k, beta, 1) > 1) == (x > 1)
+        assert ((1 - gain(k, beta, 40)).abs() > (1 - gain(k, beta, 1)).abs()) == (x > 2)

@@ -260,19 +260,19 @@ def test_bad_inputs_raise_value_error():
     layer = make_layer()
     x = torch.randn(2, 3, 32, dtype=torch.float64)
     _, cache = layer(x)
-    with pytest.raises(ValueError, match="hidden_size"):
+    with pytest.raises(ValueError, match=r"x must be \[B, T, hidden_size\] = \[B, T, 32\], got \[2, 3, 31\]"):
         layer(torch.randn(2, 3, 31, dtype=torch.float64))
-    with pytest.raises(ValueError, match=r"\[B, T, hidden_size\]"):
+    with pytest.raises(ValueError, match=r"x must be \[B, T, hidden_size\]"):
         layer(torch.randn(3, 32, dtype=torch.float64))
-    with pytest.raises(ValueError, match="batch 1"):
+    with pytest.raises(ValueError, match=r"cache.c must be \[B, S, 10\] = \[1, 3, 10\] for x of batch 1"):
         layer(x[:1, :1], cache)
-    with pytest.raises(ValueError, match="cache.c"):
+    with pytest.raises(ValueError, match=r"cache.c must be \[B, S, 10\]"):
         layer(x[:, :1], mla.LatentCache(cache.c[..., :9], cache.k_rope))
-    with pytest.raises(ValueError, match="cache.k_rope"):
+    with pytest.raises(ValueError, match=r"cache.k_rope must be \[B, S, 4\]"):
         layer(x[:, :1], mla.LatentCache(cache.c, cache.k_rope[..., :2]))
-    with pytest.raises(ValueError, match="cache.k_rope"):
+    with pytest.raises(ValueError, match=r"cache.k_rope must be \[B, S, 4\] = \[2, 3, 4\]"):
         layer(x[:, :1], mla.LatentCache(cache.c, cache.k_rope[:, :2]))
-    with pytest.raises(ValueError, match="LatentCache"):
+    with pytest.raises(ValueError, match="cache must be a LatentCache or None"):
         layer(x[:, :1], (cache.c, cache.k_rope))
 
 
@@ -280,13 +280,26 @@ def test_bad_config_and_cache_formula_raise_value_error():
     good = dict(hidden_size=32, num_heads=2, q_lora_rank=None, kv_lora_rank=8, qk_nope_head_dim=4,
                 qk_rope_head_dim=4, v_head_dim=4)
     for bad in (dict(qk_rope_head_dim=3), dict(num_heads=0), dict(q_lora_rank=0), dict(kv_lora_rank=2.5)):
-        with pytest.raises(ValueError):
+        (name,) = bad
+        with pytest.raises(ValueError, match=f"^{name} must be"):
             mla.MLAConfig(**{**good, **bad})
-    with pytest.raises(ValueError, match="MLAConfig"):
+    with pytest.raises(ValueError, match="config must be an MLAConfig"):
         mla.MultiHeadLatentAttention(good)
-    with pytest.raises(ValueError, match="attention"):
+    with pytest.raises(ValueError, match="attention must be one of"):
         mla.cache_bytes_per_token("linear", head_dim=64)
-    with pytest.raises(ValueError, match="num_kv_heads"):
+    with pytest.raises(ValueError, match=r"gqa needs exactly \('num_kv_heads', 'head_dim'\)"):
         mla.cache_bytes_per_token("gqa", num_heads=8, head_dim=64)
-    with pytest.raises(ValueError, match="head_dim"):
+    with pytest.raises(ValueError, match="head_dim must be a positive integer"):
         mla.cache_bytes_per_token("mha", num_heads=8, head_dim=0)
+
+
+def test_lesson_08_uses_the_course_definitions_of_kimik3_decode_memory():
+    """Lessons 08 and 11 quote one MHA baseline and one KDA state for KimiK3: lesson 08 computes them from
+    gpt2.cache_bytes_per_token and kda.KDAConfig(...).state_numbers, lesson 11 from decode_memory_bytes."""
+    from kimik3_lessons import gpt2, kda, kimik3
+    full, context = kimik3.KimiK3Config.full(), 2**20
+    mha = gpt2.cache_bytes_per_token("mha", num_layers=93, num_heads=96, head_dim=128) * context
+    assert kimik3.decode_memory_bytes(full, context, "mha") == mha
+    states = 69 * kda.KDAConfig(7168, 96, 128, gate="bounded").state_numbers * 2
+    latents = mla.cache_bytes_per_token("mla", num_layers=24, kv_lora_rank=512, qk_rope_head_dim=64) * context
+    assert kimik3.decode_memory_bytes(full, context) == states + latents
