@@ -197,7 +197,7 @@ def test_absorbed_equals_explicit_float64(variant):
     y_absorbed, _ = layer(x, absorb=True)
     lab.check_close("prefill: absorbed vs explicit", y_explicit, y_absorbed, rtol=1e-12)
     x_next = torch.randn(3, 1, 32, dtype=torch.float64)
-    lab.check_close("decode step: absorbed vs explicit", layer(x_next, cache)[0],
+    lab.check_close("decode step: absorbed vs explicit", layer(x_next, cache, absorb=False)[0],
                     layer(x_next, cache, absorb=True)[0], rtol=1e-12)
 
 
@@ -303,3 +303,16 @@ def test_lesson_08_uses_the_course_definitions_of_kimik3_decode_memory():
     states = 69 * kda.KDAConfig(7168, 96, 128, gate="bounded").state_numbers * 2
     latents = mla.cache_bytes_per_token("mla", num_layers=24, kv_lora_rank=512, qk_rope_head_dim=64) * context
     assert kimik3.decode_memory_bytes(full, context) == states + latents
+
+
+@pytest.mark.parametrize("T, absorbed", [(1, True), (4, False)])
+def test_default_absorbs_only_a_single_decoded_token(monkeypatch, T, absorbed):
+    """absorb=None: the absorbed path for one new token (decoding), the explicit one for a prompt."""
+    layer = make_layer(seed=9)
+    _, cache = layer(torch.randn(2, 5, 32, dtype=torch.float64))
+    called = []
+    for name in ("attend_absorbed", "attend_explicit"):
+        method = getattr(layer, name)
+        monkeypatch.setattr(layer, name, lambda *a, _m=method, _n=name: called.append(_n) or _m(*a))
+    layer(torch.randn(2, T, 32, dtype=torch.float64), cache)
+    assert called == ["attend_absorbed" if absorbed else "attend_explicit"]
