@@ -43,6 +43,27 @@ test: $(STAMP)
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --nbval-lax --nbval-current-env notebooks/
 
+# The course in a real browser (browser_tests/, which `make test` does not collect): JupyterLab on
+# loopback in headless Chromium, every notebook Run All from the menu in a fresh kernel, then errors,
+# failed checks, stderr, execution counts, widgets and sliders checked; negative controls prove each check
+# can fail. Playwright drives Debian's chromium (installed here with apt when missing; Playwright's own
+# browser download is not used). Screenshots, figures, server logs and a timing report go to
+# BROWSER_SCRATCH. NB_TIMEOUT is one notebook's time limit in seconds.
+BROWSER_SCRATCH := $${TMPDIR:-/tmp}/kimik3-browser
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+NB_TIMEOUT ?= 300
+.PHONY: test-browser set-repo
+test-browser: $(STAMP)
+	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	rm -rf "$(BROWSER_SCRATCH)" && mkdir -p "$(BROWSER_SCRATCH)"
+	KIMIK3_BROWSER_SCRATCH="$(BROWSER_SCRATCH)" NB_TIMEOUT=$(NB_TIMEOUT) $(BIN)/pytest -q -p no:xdist browser_tests/
+
+# Point the Colab badges, the Colab install lines and the README at another repository (a fork, a course
+# copy): make set-repo REPO=owner/name. Without REPO, prints the current one and checks they all agree.
+set-repo:
+	$(PYTHON) tools/repo_url.py $(if $(REPO),--set $(REPO))
+
 # Execute notebooks in place (outputs kept for readers on GitHub) and refresh figures/.
 # NOTEBOOKS=notebooks/05*.ipynb runs some; ONLINE=1 lets the `%%needs internet` cells download.
 NOTEBOOKS ?= notebooks/*.ipynb

@@ -1,0 +1,142 @@
+"""The GitHub repository the course points to: its Colab badges, its Colab install lines, its README.
+
+    python tools/repo_url.py                    # print it and check every place agrees (exit 1 if not)
+    python tools/repo_url.py --set owner/name   # rewrite it everywhere (`make set-repo REPO=owner/name`)
+
+A fork or a course copy lives at another `owner/name`; the notebooks' Colab badges
+(`colab.research.google.com/github/<owner>/<name>/blob/main/notebooks/NN_slug.ipynb`), their first
+cell's `%pip install "kimik3-lessons[ref] @ git+https://github.com/<owner>/<name>"`, the README's lesson
+table and any other `github.com/<owner>/<name>` link must then all change together. The rewrite is a text
+substitution on the files (the notebooks' JSON included): nothing else in them changes, outputs and
+cell ids stay as they are. Standard library only (no torch), so it runs before any environment exists.
+"""
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPO = r"(?P<repo>[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+?)"
+# Where the repository appears, with the text before it kept as group 1.
+BADGE = re.compile(r"(colab\.research\.google\.com/github/)" + REPO + r"/blob/(?P<branch>[^/\s]+)/"
+                   r"(?P<path>[^)\s\"'\\]+)")
+INSTALL = re.compile(r"(kimik3-lessons(?:\[[\w,\s-]*\])?\s*@\s*git\+https://github\.com/)" + REPO
+                     + r"(?:\.git)?(?=[\"'@#\s\\]|$)")
+VALID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]+$")
+
+
+def course_files(root=ROOT):
+    """The files that name the repository: the notebooks, the README and any docs."""
+    root = Path(root)
+    files = sorted((root / "notebooks").glob("*.ipynb")) + [root / "README.md"]
+    return files + sorted((root / "docs").glob("**/*.md"))
+
+
+def find(text):
+    """[(kind, repo, detail)] for every badge ("badge", repo, notebook path) and install line."""
+    found = [("badge", m["repo"], m["path"]) for m in BADGE.finditer(text)]
+    return found + [("install", m["repo"], "") for m in INSTALL.finditer(text)]
+
+
+def _first_cells(path, n=3):
+    import json
+
+    cells = json.loads(Path(path).read_text())["cells"][:n]
+    return "\n".join("".join(c["source"]) for c in cells)
+
+
+def problems(root=ROOT):
+    """What disagrees: more than one repository named, a notebook without its badge or install line in
+    its first cells, a badge that opens another notebook, a notebook missing from the README's table."""
+    root = Path(root)
+    out, repos = [], {}
+    for path in course_files(root):
+        if not path.exists():
+            continue
+        for kind, repo, _ in find(path.read_text()):
+            repos.setdefault(repo, set()).add(f"{path.relative_to(root)} ({kind})")
+    notebooks = sorted((root / "notebooks").glob("*.ipynb"))
+    readme = (root / "README.md").read_text() if (root / "README.md").exists() else ""
+    readme_badges = {detail for kind, _, detail in find(readme) if kind == "badge"}
+    for nb in notebooks:
+        own = f"notebooks/{nb.name}"
+        head = find(_first_cells(nb))
+        badges = [detail for kind, _, detail in head if kind == "badge"]
+        if not badges:
+            out.append(f"{own}: no Colab badge in its first cells")
+        elif any(b != own for b in badges):
+            out.append(f"{own}: its Colab badge opens {badges[0]}, not {own}")
+        if not any(kind == "install" for kind, _, _ in head):
+            out.append(f"{own}: no `kimik3-lessons @ git+https://github.com/...` install line "
+                       "in its first cells")
+        if own not in readme_badges:
+            out.append(f"README.md: the lesson table has no Colab badge for {own}")
+    if len(repos) > 1:
+        where = "; ".join(f"{repo} in {', '.join(sorted(files))}" for repo, files in sorted(repos.items()))
+        out.append(f"the files name {len(repos)} repositories: {where}")
+    if not repos:
+        out.append("no Colab badge or install line found")
+    return out, sorted(repos)
+
+
+def rewrite(text, new, old_repos):
+    """`text` with every badge and install line, and every other github.com link to one of `old_repos`,
+    pointing at `new`."""
+    text = BADGE.sub(lambda m: f"{m[1]}{new}/blob/{m['branch']}/{m['path']}", text)
+    text = INSTALL.sub(lambda m: f"{m[1]}{new}", text)
+    for old in old_repos:
+        if old != new:
+            text = re.sub(r"(?<![\w.-])(github\.com/)" + re.escape(old) + r"(?![\w.-])",
+                          lambda m: m[1] + new, text)
+    return text
+
+
+def normalize(repo):
+    """`owner/name` from `owner/name`, `https://github.com/owner/name` or `...name.git`."""
+    repo = re.sub(r"^(?:https?://)?github\.com/", "", repo.strip()).rstrip("/")
+    repo = repo.removesuffix(".git")
+    if not VALID.match(repo):
+        raise ValueError(f"expected a GitHub repository as owner/name, got {repo!r}")
+    return repo
+
+
+def set_repo(new, root=ROOT):
+    """Point every course file under `root` at github.com/`new`; return the files changed."""
+    new = normalize(new)
+    _, old_repos = problems(root)
+    changed = []
+    for path in course_files(root):
+        if not path.exists():
+            continue
+        text = path.read_text()
+        updated = rewrite(text, new, old_repos)
+        if updated != text:
+            path.write_text(updated)
+            changed.append(path)
+    return changed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", metavar="OWNER/NAME", help="rewrite the repository everywhere")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout (default: this one)")
+    args = parser.parse_args(argv)
+    if args.set:
+        try:
+            changed = set_repo(args.set, args.root)
+        except ValueError as err:
+            parser.error(str(err))
+        for path in changed:
+            print(f"rewrote {path.relative_to(args.root)}")
+        print(f"{len(changed)} file(s) now point at https://github.com/{normalize(args.set)}")
+    found, repos = problems(args.root)
+    for repo in repos:
+        print(f"https://github.com/{repo}")
+    for problem in found:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
