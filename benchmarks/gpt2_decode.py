@@ -17,7 +17,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument("--prompt", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=1, help="timed generations per mode (median)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of timed generations (median)")
     parser.add_argument("--min-speedup", type=float, default=2.0)
     args = parser.parse_args()
 
@@ -27,12 +27,13 @@ def main():
     print(f"GPT-2 small, {model.num_parameters():,} parameters; prompt {args.prompt} tokens, "
           f"{args.new_tokens} new tokens, greedy\n")
 
-    tokens, seconds = {}, {}
-    for use_cache in (True, False):
-        label = "cached" if use_cache else "uncached"
-        tokens[label] = model.generate(prompt, args.new_tokens, use_cache=use_cache)
-        seconds[label] = lab.timeit(model.generate, prompt, args.new_tokens, use_cache=use_cache,
-                                    warmup=0, repeat=args.repeat)
+    def generate(use_cache):
+        return model.generate(prompt, args.new_tokens, use_cache=use_cache)
+
+    tokens = {"cached": generate(True), "uncached": generate(False)}       # the untimed first runs warm up
+    # Both modes timed in turn, round after round: a change of load on a shared machine slows both alike.
+    seconds = lab.time_in_turn({"cached": (generate, (True,)), "uncached": (generate, (False,))},
+                               repeat=args.repeat, warmup=False)
     print(f"{'mode':<10}{'total s':>10}{'ms / token':>12}")
     for label, s in seconds.items():
         print(f"{label:<10}{s:>10.2f}{1e3 * s / args.new_tokens:>12.1f}")
