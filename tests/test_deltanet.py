@@ -1,34 +1,28 @@
-"""DeltaNet: the recurrence, the WY/UT chunked form and the Triton kernel agree with each other (float64,
-float32 for Triton), with the delta rule written as a product of Householder factors, with
-torch.linalg.solve_triangular, and with flash-linear-attention's naive references."""
+"""DeltaNet (lesson 05), what is its own: the delta rule is a product of Householder factors, the WY
+representation is that product, the three ways to invert I + A (row by row, by blocks, and the kernels'
+doubling) agree with LAPACK, and the FLOP counts count the products the forms run. The contract every
+form keeps (the forms agree, carry their state, train, take half precision, refuse bad input, match
+FLA) is tested in test_mixers.py."""
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from torch.utils.flop_counter import FlopCounterMode
 
+from kimik3_lessons import contract, lab
 from kimik3_lessons import deltanet as dn
-from kimik3_lessons import lab
 
 
-def inputs(B=2, H=3, T=100, K=16, V=16, dtype=torch.float64, seed=0, state=False):
+def inputs(B=2, H=3, T=100, K=16, V=16, seed=0, state=False):
     """L2-normalized q, k (as DeltaNet layers make them), signed values, beta in (0, 1), a random state."""
     g = torch.Generator().manual_seed(seed)
-    q = torch.nn.functional.normalize(torch.randn(B, H, T, K, generator=g, dtype=dtype), dim=-1)
-    k = torch.nn.functional.normalize(torch.randn(B, H, T, K, generator=g, dtype=dtype), dim=-1)
-    v = torch.randn(B, H, T, V, generator=g, dtype=dtype)
-    beta = torch.rand(B, H, T, generator=g, dtype=dtype)
-    S0 = torch.randn(B, H, K, V, generator=g, dtype=dtype) if state else None
+    q = torch.nn.functional.normalize(torch.randn(B, H, T, K, generator=g, dtype=torch.float64), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(B, H, T, K, generator=g, dtype=torch.float64), dim=-1)
+    v = torch.randn(B, H, T, V, generator=g, dtype=torch.float64)
+    beta = torch.rand(B, H, T, generator=g, dtype=torch.float64)
+    S0 = torch.randn(B, H, K, V, generator=g, dtype=torch.float64) if state else None
     return q, k, v, beta, S0
-
-
-@pytest.mark.parametrize("chunk_size", [1, 16, 32, 64, 128])
-def test_chunked_matches_recurrent_in_float64(chunk_size):
-    """T = 100 is a multiple of none of the chunk sizes but 1; 128 > T is a single padded chunk."""
-    q, k, v, beta, S0 = inputs(K=12, V=20, state=True)
-    o_ref, S_ref = dn.recurrent(q, k, v, beta, initial_state=S0)
-    o, S = dn.chunked(q, k, v, beta, chunk_size=chunk_size, initial_state=S0)
-    lab.check_close("chunked o", o_ref, o, rtol=1e-9)
-    lab.check_close("chunked S", S_ref, S, rtol=1e-9)
 
 
 def test_recurrence_is_a_product_of_householder_steps():
@@ -44,50 +38,52 @@ def test_recurrence_is_a_product_of_householder_steps():
     lab.check_close("S_T", S_ref, S[0, 0])
 
 
-@pytest.mark.parametrize("form", [dn.recurrent, dn.chunked])
-def test_state_carries_across_two_calls(form):
-    q, k, v, beta, S0 = inputs(state=True)
-    o_ref, S_ref = dn.recurrent(q, k, v, beta, initial_state=S0)
-    split = 37  # not a multiple of the chunk size
-    first = [x[:, :, :split] for x in (q, k, v, beta)]
-    second = [x[:, :, split:] for x in (q, k, v, beta)]
-    o1, S1 = form(*first, initial_state=S0)
-    o2, S2 = form(*second, initial_state=S1)
-    lab.check_close("two calls o", o_ref, torch.cat([o1, o2], dim=2))
-    lab.check_close("two calls S", S_ref, S2)
-
-
-def test_recurrent_matches_fla_delta_rule_recurrence():
-    """FLA's reference takes [B, H, T, D], multiplies q by D^-0.5 itself and computes in float32."""
-    from fla.ops.delta_rule.naive import delta_rule_recurrence
-    q, k, v, beta, S0 = inputs(K=16, V=24, state=True)
-    o_ref, S_ref = delta_rule_recurrence(q, k, v, beta, initial_state=S0)
-    o, S = dn.recurrent(q * 16**-0.5, k, v, beta, initial_state=S0)
-    lab.check_close("recurrent o vs FLA", o_ref, o, rtol=1e-5)
-    lab.check_close("recurrent S vs FLA", S_ref, S, rtol=1e-5)
-
-
-def test_chunked_matches_fla_delta_rule_chunkwise():
-    """FLA's naive chunkwise form keeps float64 inputs in float64 (it needs T to be a multiple of C)."""
-    from fla.ops.delta_rule.naive import delta_rule_chunkwise
-    q, k, v, beta, _ = inputs(T=128, K=16, V=24)
-    o_ref, S_ref = delta_rule_chunkwise(q, k, v, beta, chunk_size=32)
-    o, S = dn.chunked(q * 16**-0.5, k, v, beta, chunk_size=32)
-    lab.check_close("chunked o vs FLA chunkwise", o_ref, o, rtol=1e-9)
-    lab.check_close("chunked S vs FLA chunkwise", S_ref, S, rtol=1e-9)
+def unit_lower(C, seed):
+    """A strictly lower-triangular A [2, 3, C, C] (float64), the kind the WY form inverts as I + A."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.tril(torch.randn(2, 3, C, C, generator=g, dtype=torch.float64), diagonal=-1) * 0.3
 
 
 @pytest.mark.parametrize("C", [1, 7, 16, 17, 64, 100])
-def test_ut_transform_inverts_unit_lower_triangular(C):
+def test_forward_substitution_inverts_unit_lower_triangular(C):
     """Row by row and by blocks of 16 (17 and 100 are padded to whole blocks), against LAPACK's solver."""
-    g = torch.Generator().manual_seed(C)
-    A = torch.tril(torch.randn(2, 3, C, C, generator=g, dtype=torch.float64), diagonal=-1) * 0.3
+    A = unit_lower(C, seed=C)
     I = torch.eye(C, dtype=torch.float64)
     reference = torch.linalg.solve_triangular(I + A, I.expand_as(A), upper=False)
     lab.check_close("forward_substitution vs solve_triangular", reference, dn.forward_substitution(A))
-    T = dn.ut_transform(A)
-    lab.check_close("ut_transform vs solve_triangular", reference, T)
-    lab.check_close("(I + A) T = I", I.expand_as(A), (I + A) @ T)
+    L_inv = dn.blocked_forward_substitution(A)
+    lab.check_close("blocked_forward_substitution vs solve_triangular", reference, L_inv)
+    lab.check_close("(I + A) L_inv = I", I.expand_as(A), (I + A) @ L_inv)
+
+
+@pytest.mark.parametrize("C", [7, 16, 17, 64, 100])
+def test_forward_substitution_flops_count_the_products_it_runs(C):
+    """torch's FlopCounterMode counts an [m, n] @ [n, p] product as 2 m n p, the convention of the count."""
+    A = unit_lower(C, seed=C)[0, 0]
+    with FlopCounterMode(display=False) as counter:
+        dn.blocked_forward_substitution(A)
+    assert counter.get_total_flops() == dn.blocked_forward_substitution_flops(C)
+
+
+@triton.jit
+def invert_tile_kernel(a, l_inv, C: tl.constexpr, LOG_C: tl.constexpr):
+    """Read one [C, C] tile A, write (I + A)^{-1} as the kernels compute it (`dn.invert_unit_lower`)."""
+    r = tl.arange(0, C)
+    tile = r[:, None] * C + r[None, :]
+    tl.store(l_inv + tile, dn.invert_unit_lower(tl.load(a + tile), C, LOG_C, "ieee"))
+
+
+@pytest.mark.parametrize("C", [16, 32, 64])
+def test_triton_doubling_inverts_unit_lower_triangular(C):
+    """The kernels' inverse by doubling (a tile cannot be read row by row), in float32, against LAPACK."""
+    A = unit_lower(C, seed=C)[0, 0]
+    I = torch.eye(C, dtype=torch.float64)
+    device = "cpu" if contract.interpreted() else "cuda"
+    a = A.to(device, torch.float32)
+    L_inv = torch.empty_like(a)
+    invert_tile_kernel[(1,)](a, L_inv, C=C, LOG_C=C.bit_length() - 1)
+    lab.check_close("invert_unit_lower vs solve_triangular",
+                    torch.linalg.solve_triangular(I + A, I, upper=False), L_inv)
 
 
 def test_wy_representation_is_the_householder_product():
@@ -105,38 +101,6 @@ def test_wy_representation_is_the_householder_product():
     lab.check_close("S_C = P S_0 + K^T U", S_ref, P @ S0 + k.transpose(-1, -2) @ U)
 
 
-@pytest.mark.parametrize("chunk_size, K, V", [(16, 16, 16), (32, 24, 40), (64, 16, 8)])
-def test_triton_matches_recurrent_in_float32(chunk_size, K, V):
-    """T = 100 leaves a masked tail; head dims 24, 40 and 8 are padded inside the kernel."""
-    q, k, v, beta, S0 = inputs(B=1, H=2, T=100, K=K, V=V, state=True)
-    o_ref, S_ref = dn.recurrent(q, k, v, beta, initial_state=S0)
-    o, S = dn.triton_chunked(q.float(), k.float(), v.float(), beta.float(), chunk_size=chunk_size,
-                             initial_state=S0.float())
-    assert o.dtype == torch.float32 and S.dtype == torch.float32
-    lab.check_close("triton o", o_ref, o, rtol=1e-4)
-    lab.check_close("triton S", S_ref, S, rtol=1e-4)
-
-
-def test_triton_without_initial_state_and_two_calls():
-    q, k, v, beta, _ = inputs(B=1, H=2, T=70, dtype=torch.float32)
-    o_ref, S_ref = dn.recurrent(q.double(), k.double(), v.double(), beta.double())
-    o1, S1 = dn.triton_chunked(q[:, :, :50], k[:, :, :50], v[:, :, :50], beta[:, :, :50], chunk_size=16)
-    o2, S2 = dn.triton_chunked(q[:, :, 50:], k[:, :, 50:], v[:, :, 50:], beta[:, :, 50:], chunk_size=16,
-                               initial_state=S1)
-    lab.check_close("triton two calls o", o_ref, torch.cat([o1, o2], dim=2), rtol=1e-4)
-    lab.check_close("triton two calls S", S_ref, S2, rtol=1e-4)
-
-
-@pytest.mark.parametrize("form", [dn.recurrent, dn.chunked])
-def test_bfloat16_in_bfloat16_out_with_float32_state(form):
-    q, k, v, beta, _ = inputs(T=40)
-    o_ref, S_ref = dn.recurrent(q, k, v, beta)
-    o, S = form(*(x.bfloat16() for x in (q, k, v, beta)))
-    assert o.dtype == torch.bfloat16 and S.dtype == torch.float32
-    lab.check_close("bf16 o", o_ref, o, rtol=3e-2)
-    lab.check_close("bf16 S", S_ref, S, rtol=3e-2)
-
-
 def test_chunked_flops_counts_every_matrix_product():
     """torch's FlopCounterMode counts an [m, n] @ [n, p] product as 2 m n p, the convention of the count."""
     q, k, v, beta, _ = inputs(B=1, H=2, T=100, K=16, V=16)
@@ -145,45 +109,3 @@ def test_chunked_flops_counts_every_matrix_product():
             dn.chunked(q, k, v, beta, chunk_size=C)
         assert counter.get_total_flops() == 2 * dn.chunked_flops(100, 16, C)["total"], C
     assert dn.chunked_flops(100, 16, 1)["state"] == dn.recurrent_flops(100, 16)
-
-
-def _bad_inputs():
-    q, k, v, beta, S0 = inputs(B=1, H=2, T=10, K=4, V=4, state=True)
-    return [
-        ("q", dict(q=q[0])),
-        ("k", dict(k=k[..., :3])),
-        ("v", dict(v=v[:, :, :9])),
-        ("beta", dict(beta=beta[..., None])),
-        ("beta", dict(beta=None)),
-        ("initial_state", dict(initial_state=S0[:, :1])),
-    ], dict(q=q, k=k, v=v, beta=beta)
-
-
-@pytest.mark.parametrize("form", [dn.recurrent, dn.chunked, dn.triton_chunked])
-def test_bad_input_raises_value_error_naming_the_argument(form):
-    cases, good = _bad_inputs()
-    for name, change in cases:
-        with pytest.raises(ValueError, match=name):
-            form(**{**good, **change})
-
-
-@pytest.mark.parametrize("form, chunk_size",
-                         [(dn.chunked, 0), (dn.triton_chunked, 24), (dn.triton_chunked, 8)])
-def test_bad_chunk_size_raises(form, chunk_size):
-    _, good = _bad_inputs()
-    with pytest.raises(ValueError, match="chunk_size"):
-        form(**good, chunk_size=chunk_size)
-
-
-def test_chunked_is_differentiable_with_the_recurrences_gradients():
-    """Layers train through `chunked`: no in-place write may break autograd, and the gradients must
-    equal those of the recurrence (a different computation of the same function)."""
-    q, k, v, beta, S0 = inputs(B=1, H=2, T=40, K=8, V=8, state=True)
-    grads = []
-    for form, kwargs in ((dn.recurrent, {}), (dn.chunked, {"chunk_size": 16})):
-        leaves = [x.clone().requires_grad_() for x in (q, k, v, beta, S0)]
-        o, S = form(*leaves[:4], initial_state=leaves[4], **kwargs)
-        (o.square().sum() + S.square().sum()).backward()
-        grads.append([x.grad for x in leaves])
-    for name, ref, out in zip(("q", "k", "v", "beta", "S0"), *grads, strict=True):
-        lab.check_close(f"d/d{name}", ref, out)

@@ -1,0 +1,472 @@
+"""The mixing-op contract (DESIGN.md, `kimik3_lessons/contract.py`), tested once for the four recurrent
+mixers: linear attention, DeltaNet, gated DeltaNet and KDA, each in its forms `recurrent`, `chunked` and
+`triton_chunked` (and linear attention's `parallel`).
+
+Every form of every mixer: has the contract's signature; equals the recurrence in float64 (the Triton
+kernel in float32, in the interpreter on a CPU) at any T and chunk size; carries its state from one call
+to the next; takes half precision in and gives it back, computed in float32; stays finite and exact
+under strong decay; trains with the recurrence's gradients; agrees with flash-linear-attention's
+pure-PyTorch references; and refuses bad input with a ValueError whose message names the argument.
+Each test draws its own random inputs (a seed from its id, so that a failure reproduces).
+"""
+
+import inspect
+import re
+import zlib
+from dataclasses import dataclass
+from types import ModuleType
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kimik3_lessons import contract, deltanet, gated_deltanet, kda, lab, linear_attention
+
+
+@dataclass(frozen=True)
+class Mixer:
+    """One mixer of the contract: its module, its gate and whether it is a delta rule."""
+    module: ModuleType
+    gate: str | None          # None, "scalar" (g [B, H, T]) or "channel" (g [B, H, T, K])
+    delta: bool               # beta [B, H, T]
+    forms: tuple = ("recurrent", "chunked", "triton_chunked")
+
+    def __str__(self):
+        return self.module.__name__.rsplit(".", 1)[-1]
+
+    @property
+    def args(self):
+        """The mixer's own inputs after q, k, v, in the contract's order."""
+        return ("g",) * (self.gate is not None) + ("beta",) * self.delta
+
+
+LINEAR_ATTENTION = Mixer(linear_attention, None, False,
+                         ("recurrent", "parallel", "chunked", "triton_chunked"))
+MIXERS = [LINEAR_ATTENTION, Mixer(deltanet, None, True), Mixer(gated_deltanet, "scalar", True),
+          Mixer(kda, "channel", True)]
+GATED = [m for m in MIXERS if m.gate]
+FORMS = [pytest.param(m, form, id=f"{m}-{form}") for m in MIXERS for form in m.forms]
+PYTORCH_FORMS = [p for p in FORMS if p.values[1] != "triton_chunked"]
+TRITON = [pytest.param(m, "triton_chunked", id=str(m)) for m in MIXERS]
+CHUNK = {"chunked": 16, "triton_chunked": 16}   # the chunk size a test uses unless it says otherwise
+
+
+@pytest.fixture
+def gen(request):
+    """A generator seeded from the test's id: every test draws its own inputs, reproducibly."""
+    return torch.Generator().manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+def inputs(mixer, gen, B=1, H=2, T=100, K=16, V=12, dtype=torch.float64, state=True):
+    """Random inputs of `mixer` in the contract's layout: q; unit-norm k (as layers make them); v;
+    g in [-0.3, 0] (one per head or per key channel); beta in (0, 1); a random initial state (or None).
+    Drawn in float64 and cast, so every dtype sees the same numbers up to rounding."""
+    x = {"q": torch.randn(B, H, T, K, generator=gen, dtype=torch.float64),
+         "k": F.normalize(torch.randn(B, H, T, K, generator=gen, dtype=torch.float64), dim=-1),
+         "v": torch.randn(B, H, T, V, generator=gen, dtype=torch.float64)}
+    if mixer.gate:
+        g_shape = (B, H, T) if mixer.gate == "scalar" else (B, H, T, K)
+        x["g"] = -0.3 * torch.rand(g_shape, generator=gen, dtype=torch.float64)
+    if mixer.delta:
+        x["beta"] = torch.rand(B, H, T, generator=gen, dtype=torch.float64)
+    x["initial_state"] = torch.randn(B, H, K, V, generator=gen, dtype=torch.float64) if state else None
+    return {name: t if t is None else t.to(dtype) for name, t in x.items()}
+
+
+def tokens(x, start, stop):
+    """The inputs of tokens start ... stop - 1 (the initial state is left to the caller)."""
+    return {name: t[:, :, start:stop] for name, t in x.items() if name != "initial_state"}
+
+
+def call(mixer, form, x, **kwargs):
+    """`form` of `mixer` on the inputs x (by name), where its kernels run: the Triton form gets CUDA
+    tensors when Triton is compiled, CPU tensors in the interpreter."""
+    if form == "triton_chunked" and not contract.interpreted():
+        x = {name: t if t is None else t.cuda() for name, t in x.items()}
+    names = ("q", "k", "v", *mixer.args, "initial_state")
+    return getattr(mixer.module, form)(**{name: x.get(name) for name in names}, **kwargs)
+
+
+def as_float64(x):
+    return {name: t if t is None else t.double() for name, t in x.items()}
+
+
+# ---------------------------------------------------------------------------------------------------
+# One signature
+
+
+def contract_signature(mixer, form):
+    """The contract: q, k, v, the mixer's own inputs, then chunk_size (chunked forms), initial_state and
+    input_precision (the Triton form), with their defaults."""
+    P = inspect.Parameter
+    params = [P(name, P.POSITIONAL_OR_KEYWORD) for name in ("q", "k", "v", *mixer.args)]
+    if form in ("chunked", "triton_chunked"):
+        params.append(P("chunk_size", P.POSITIONAL_OR_KEYWORD, default=64))
+    params.append(P("initial_state", P.POSITIONAL_OR_KEYWORD, default=None))
+    if form == "triton_chunked":
+        params.append(P("input_precision", P.POSITIONAL_OR_KEYWORD, default="ieee"))
+    return inspect.Signature(params)
+
+
+@pytest.mark.parametrize("mixer, form", FORMS)
+def test_every_form_has_the_contract_signature(mixer, form):
+    assert inspect.signature(getattr(mixer.module, form)) == contract_signature(mixer, form)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The same numbers from every form
+
+
+@pytest.mark.parametrize("mixer, form, chunk_size", [
+    pytest.param(m, form, C, id=f"{m}-{form}" + (f"-C{C}" if C else ""))
+    for m, form in (p.values for p in PYTORCH_FORMS) if form != "recurrent"
+    for C in ((1, 16, 24, 32, 64, 128) if form == "chunked" else (None,))])
+def test_forms_equal_the_recurrence_in_float64(mixer, form, chunk_size, gen):
+    """T = 100 is a multiple of no chunk size but 1; 24 is not a power of two; 128 > T is one chunk."""
+    x = inputs(mixer, gen)
+    o_ref, S_ref = call(mixer, "recurrent", x)
+    o, S = call(mixer, form, x, **({"chunk_size": chunk_size} if chunk_size else {}))
+    assert o.dtype == S.dtype == torch.float64
+    lab.check_close(f"{mixer} {form} o", o_ref, o)
+    lab.check_close(f"{mixer} {form} S", S_ref, S)
+
+
+@pytest.mark.parametrize("B, H, T, K, V, chunk_size", [
+    (1, 2, 40, 8, 8, 16),        # many chunks; head dims below the smallest tile, padded inside
+    (1, 1, 70, 24, 40, 32),      # K != V, neither a power of two; V > 32 splits over two programs
+    (2, 2, 100, 32, 32, 64),     # a masked tail chunk
+    (1, 1, 50, 16, 16, 128),     # one chunk longer than T
+], ids=lambda p: str(p))
+@pytest.mark.parametrize("mixer, form", TRITON)
+def test_triton_equals_the_recurrence(mixer, form, B, H, T, K, V, chunk_size, gen):
+    """The kernel, in float32, against the float64 recurrence on the same (float32) numbers."""
+    x = inputs(mixer, gen, B, H, T, K, V, dtype=torch.float32)
+    o_ref, S_ref = call(mixer, "recurrent", as_float64(x))
+    o, S = call(mixer, form, x, chunk_size=chunk_size)
+    assert o.dtype == S.dtype == torch.float32
+    lab.check_close(f"{mixer} triton o", o_ref, o)
+    lab.check_close(f"{mixer} triton S", S_ref, S)
+
+
+@pytest.mark.parametrize("mixer, form", FORMS)
+def test_state_carries_across_two_calls(mixer, form, gen):
+    """Tokens 0-36 from no state, then 37-99 from the first call's state, equal one call of the
+    recurrence (float64; the Triton form computes in float32). 37 is a multiple of no chunk size."""
+    dtype = torch.float32 if form == "triton_chunked" else torch.float64
+    x = inputs(mixer, gen, T=100, dtype=dtype, state=False)
+    o_ref, S_ref = call(mixer, "recurrent", as_float64(x))
+    kwargs = {"chunk_size": CHUNK[form]} if form in CHUNK else {}
+    o1, S1 = call(mixer, form, tokens(x, 0, 37), **kwargs)
+    o2, S2 = call(mixer, form, {**tokens(x, 37, 100), "initial_state": S1}, **kwargs)
+    lab.check_close(f"{mixer} {form} two calls o", o_ref, torch.cat([o1, o2], dim=2))
+    lab.check_close(f"{mixer} {form} two calls S", S_ref, S2)
+
+
+@pytest.mark.parametrize("mixer", MIXERS, ids=str)
+def test_recurrent_on_one_token_is_the_decode_step(mixer, gen):
+    """Decoding token by token, carrying the state, equals the chunked form over the whole sequence."""
+    x = inputs(mixer, gen, T=20)
+    o_ref, S_ref = call(mixer, "chunked", x, chunk_size=16)
+    S, o = x["initial_state"], []
+    for t in range(20):
+        o_t, S = call(mixer, "recurrent", {**tokens(x, t, t + 1), "initial_state": S})
+        o.append(o_t)
+    lab.check_close(f"{mixer} decode o", o_ref, torch.cat(o, dim=2))
+    lab.check_close(f"{mixer} decode S", S_ref, S)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mixer, form", FORMS)
+def test_half_precision_in_half_precision_out_computed_in_float32(mixer, form, dtype, gen):
+    """Outputs come back in the input dtype (within its rounding of the float64 recurrence on the same
+    rounded inputs); the state, in float32, is exact to float32: the work was done in float32."""
+    x = inputs(mixer, gen, T=50, dtype=dtype, state=False)
+    o_ref, S_ref = call(mixer, "recurrent", as_float64(x))
+    o, S = call(mixer, form, x, **({"chunk_size": CHUNK[form]} if form in CHUNK else {}))
+    assert o.dtype == dtype and S.dtype == torch.float32, (o.dtype, S.dtype)
+    lab.check_close(f"{mixer} {form} {dtype} o", o_ref, o)                # the tolerance of `dtype`
+    lab.check_close(f"{mixer} {form} {dtype} S", S_ref, S, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mixer, form", [pytest.param(m, form, id=f"{m}-{form}") for m in GATED
+                                         for form in ("chunked", "triton_chunked")])
+def test_strong_decay_stays_finite_and_exact(mixer, form, gen):
+    """g in [-5, -4.5] per token: over a whole chunk of 64 the cumulative decay G reaches about -300,
+    where exp(-G) overflows float32. The chunked forms never exponentiate a positive number."""
+    x = inputs(mixer, gen, T=100, dtype=torch.float32)
+    x["g"] = -5 + 0.5 * torch.rand(x["g"].shape, generator=gen)
+    assert torch.isinf(torch.exp(-x["g"][:, :, :64].cumsum(2))).any(), "the decay must be strong enough"
+    o_ref, S_ref = call(mixer, "recurrent", as_float64(x))
+    o, S = call(mixer, form, x, chunk_size=64)
+    lab.check_close(f"{mixer} {form} strong decay o", o_ref, o)          # also: no NaN, no inf
+    lab.check_close(f"{mixer} {form} strong decay S", S_ref, S)
+
+
+@pytest.mark.parametrize("mixer", MIXERS, ids=str)
+def test_chunked_gradients_equal_the_recurrence(mixer, gen):
+    """Layers train through `chunked`: its gradients for every input (g, beta and the initial state
+    included) equal those of the recurrence, a different computation of the same function (float64)."""
+    x = inputs(mixer, gen, T=40, K=8, V=6)
+    o_ref, S_ref = call(mixer, "recurrent", x)
+    weights = torch.randn(o_ref.shape, generator=gen, dtype=torch.float64), \
+        torch.randn(S_ref.shape, generator=gen, dtype=torch.float64)
+    grads = {}
+    for form, kwargs in (("recurrent", {}), ("chunked", {"chunk_size": 16})):
+        leaves = {name: t.clone().requires_grad_() for name, t in x.items()}
+        o, S = call(mixer, form, leaves, **kwargs)
+        ((o * weights[0]).sum() + (S * weights[1]).sum()).backward()
+        grads[form] = {name: t.grad for name, t in leaves.items()}
+    for name in x:
+        assert grads["chunked"][name] is not None, f"no gradient for {name}"
+        lab.check_close(f"{mixer} d/d{name}", grads["recurrent"][name], grads["chunked"][name])
+
+
+# ---------------------------------------------------------------------------------------------------
+# flash-linear-attention's pure-PyTorch references (REFERENCE.md). They take [B, T, H, D] (the delta
+# rule's: [B, H, T, D]), scale q themselves unless given scale=1.0 (the delta rule's: always by K^-0.5,
+# undone here) and most compute in float32 whatever the input: those are compared at 1e-5; the two that
+# keep float64 inputs in float64 (`naive_chunk_linear_attn`, `delta_rule_chunkwise`) at float64's 1e-9.
+
+
+def bthd(x):
+    """[B, H, T, ...] <-> [B, T, H, ...]."""
+    return x.transpose(1, 2)
+
+
+def fla_linear_attention_recurrent(x):
+    from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
+    o, S = naive_recurrent_linear_attn(*map(bthd, (x["q"], x["k"], x["v"])), scale=1.0,
+                                       initial_state=x["initial_state"].float(), output_final_state=True)
+    return bthd(o), S
+
+
+def fla_linear_attention_chunk(x):
+    from fla.ops.linear_attn.naive import naive_chunk_linear_attn
+    return bthd(naive_chunk_linear_attn(*map(bthd, (x["q"], x["k"], x["v"])), scale=1.0)), None
+
+
+def fla_delta_rule_recurrence(x):
+    from fla.ops.delta_rule.naive import delta_rule_recurrence
+    K = x["q"].shape[-1]
+    return delta_rule_recurrence(x["q"] * K**0.5, x["k"], x["v"], x["beta"], initial_state=x["initial_state"])
+
+
+def fla_delta_rule_chunkwise(x):
+    from fla.ops.delta_rule.naive import delta_rule_chunkwise
+    K = x["q"].shape[-1]
+    return delta_rule_chunkwise(x["q"] * K**0.5, x["k"], x["v"], x["beta"], chunk_size=32)
+
+
+def fla_gated_delta_rule_recurrent(x):
+    from fla.ops.gated_delta_rule.naive import naive_recurrent_gated_delta_rule
+    q, k, v, beta, g = map(bthd, (x["q"], x["k"], x["v"], x["beta"], x["g"]))
+    o, S = naive_recurrent_gated_delta_rule(q, k, v, beta, g, scale=1.0, initial_state=x["initial_state"],
+                                            output_final_state=True)
+    return bthd(o), S
+
+
+def fla_gated_delta_rule_chunk(x):
+    from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule
+    o, S = naive_chunk_gated_delta_rule(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
+                                        initial_state=x["initial_state"], output_final_state=True)
+    return bthd(o), S
+
+
+def fla_kda_recurrent(x):
+    from fla.ops.kda.naive import naive_recurrent_kda
+    o, S = naive_recurrent_kda(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
+                               initial_state=x["initial_state"], output_final_state=True)
+    return bthd(o), S
+
+
+def fla_kda_chunk(x):
+    from fla.ops.kda.naive import naive_chunk_kda
+    o, S = naive_chunk_kda(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
+                           initial_state=x["initial_state"], output_final_state=True)
+    return bthd(o), S
+
+
+# mixer -> [(reference, takes an initial state, its relative tolerance against float64)]
+FLA = {"linear_attention": [(fla_linear_attention_recurrent, True, 1e-5),
+                            (fla_linear_attention_chunk, False, 1e-9)],
+       "deltanet": [(fla_delta_rule_recurrence, True, 1e-5), (fla_delta_rule_chunkwise, False, 1e-9)],
+       "gated_deltanet": [(fla_gated_delta_rule_recurrent, True, 1e-5),
+                          (fla_gated_delta_rule_chunk, True, 1e-5)],
+       "kda": [(fla_kda_recurrent, True, 1e-5), (fla_kda_chunk, True, 1e-5)]}
+
+
+@pytest.mark.parametrize("mixer, form", FORMS)
+@pytest.mark.parametrize("reference", [0, 1], ids=["recurrent", "chunk"])
+def test_agrees_with_flash_linear_attention(mixer, form, reference, gen):
+    """T = 128, a multiple of the chunk that FLA's chunk references need (64 and 32)."""
+    fla, takes_state, rtol = FLA[str(mixer)][reference]
+    x = inputs(mixer, gen, T=128, K=16, V=24, state=takes_state)
+    o_ref, S_ref = fla(x)
+    if form == "triton_chunked":             # in float32: the kernel's tolerance
+        x, rtol = {name: t if t is None else t.float() for name, t in x.items()}, max(rtol, 1e-4)
+    o, S = call(mixer, form, x)
+    lab.check_close(f"{mixer} {form} vs FLA's {fla.__name__} o", o_ref, o, rtol=rtol)
+    if S_ref is not None:
+        lab.check_close(f"{mixer} {form} vs FLA's {fla.__name__} S", S_ref, S, rtol=rtol)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad input: a ValueError whose message names the argument (matched from its start)
+
+B_, H_, T_, K_, V_ = 1, 2, 20, 16, 12
+
+
+def bad_inputs(mixer):
+    """(id, the inputs changed, the message's leading phrase) for everything the contract refuses."""
+    x = inputs(mixer, torch.Generator().manual_seed(0), B_, H_, T_, K_, V_, dtype=torch.float32)
+    q, k, v, S0 = x["q"], x["k"], x["v"], x["initial_state"]
+    qkv, v_like_q = "[B, H, T, K] = [1, 2, 20, 16]", "v must be [B, H, T, V] = [1, 2, 20, V] like q"
+    cases = [
+        ("q-rank", {"q": q[0]}, "q must be a 4-dimensional tensor [B, H, T, D], got [2, 20, 16]"),
+        ("k-rank", {"k": k[0]}, "k must be a 4-dimensional tensor [B, H, T, D], got [2, 20, 16]"),
+        ("v-rank", {"v": v[..., 0]}, "v must be a 4-dimensional tensor [B, H, T, D], got [1, 2, 20]"),
+        ("q-integer", {"q": q.long()}, "q must be a floating-point tensor, got torch.int64"),
+        ("k-heads", {"k": k[:, :1]}, f"k must have the shape of q {qkv}, got [1, 1, 20, 16]"),
+        ("k-head-dim", {"k": k[..., :8]}, f"k must have the shape of q {qkv}, got [1, 2, 20, 8]"),
+        ("v-batch", {"v": torch.cat([v, v])}, f"{v_like_q}, got [2, 2, 20, 12]"),
+        ("v-time", {"v": v[:, :, :13]}, f"{v_like_q}, got [1, 2, 13, 12]"),
+        ("k-device", {"k": k.to("meta")}, "k must be on cpu like q, got meta"),
+        ("v-device", {"v": v.to("meta")}, "v must be on cpu like q, got meta"),
+        ("state-shape", {"initial_state": S0[..., :5]},
+         "initial_state must be [B, H, K, V] = [1, 2, 16, 12], got [1, 2, 16, 5]"),
+        ("state-transposed", {"initial_state": S0.mT},
+         "initial_state must be [B, H, K, V] = [1, 2, 16, 12], got [1, 2, 12, 16]"),
+        ("state-integer", {"initial_state": S0.long()},
+         "initial_state must be a floating-point tensor, got torch.int64"),
+        ("state-device", {"initial_state": S0.to("meta")}, "initial_state must be on cpu like q, got meta"),
+    ]
+    if mixer.delta:
+        beta = x["beta"]
+        expected = "beta must be [B, H, T] = [1, 2, 20]"
+        cases += [
+            ("beta-missing", {"beta": None}, f"{expected}, got NoneType"),
+            ("beta-rank", {"beta": beta[..., None]}, f"{expected}, got [1, 2, 20, 1]"),
+            ("beta-time", {"beta": beta[..., :5]}, f"{expected}, got [1, 2, 5]"),
+            ("beta-integer", {"beta": beta.long()}, "beta must be a floating-point tensor, got torch.int64"),
+            ("beta-device", {"beta": beta.to("meta")}, "beta must be on cpu like q, got meta"),
+        ]
+    if mixer.gate:
+        g = x["g"]
+        if mixer.gate == "scalar":
+            expected = "g must be [B, H, T] (log decay, one per head) = [1, 2, 20]"
+            other = g[..., None].expand(-1, -1, -1, 16)                    # one per channel
+        else:
+            expected = "g must be [B, H, T, K] (log decay, one per key channel) = [1, 2, 20, 16]"
+            other = g[..., 0]                                               # one per head
+        cases += [
+            ("g-missing", {"g": None}, f"{expected}, got NoneType"),
+            ("g-shape", {"g": other}, f"{expected}, got {contract.shape_str(other)}"),
+            ("g-positive", {"g": g.abs()}, "g is a log decay and must be <= 0, got a maximum of "),
+            ("g-integer", {"g": g.long()}, "g must be a floating-point tensor, got torch.int64"),
+            ("g-device", {"g": g.to("meta")}, "g must be on cpu like q, got meta"),
+        ]
+    return x, cases
+
+
+BAD = [pytest.param(m, form, case_id, id=f"{m}-{form}-{case_id}")
+       for m in MIXERS for form in m.forms for case_id, _, _ in bad_inputs(m)[1]]
+
+
+@pytest.mark.parametrize("mixer, form, case_id", BAD)
+def test_bad_input_raises_a_value_error_naming_the_argument(mixer, form, case_id):
+    x, cases = bad_inputs(mixer)
+    change, message = next((change, message) for i, change, message in cases if i == case_id)
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        getattr(mixer.module, form)(**{**x, **change})
+
+
+@pytest.mark.parametrize("mixer, form, options, message", [
+    pytest.param(m, form, options, message, id=f"{m}-{form}-{'-'.join(map(str, options.values()))}")
+    for m in MIXERS for form, options, message in [
+        ("chunked", {"chunk_size": 0}, "chunk_size must be a positive integer, got 0"),
+        ("chunked", {"chunk_size": 2.0}, "chunk_size must be a positive integer, got 2.0"),
+        ("chunked", {"chunk_size": True}, "chunk_size must be a positive integer, got True"),
+        ("triton_chunked", {"chunk_size": 0}, "chunk_size must be a positive integer, got 0"),
+        ("triton_chunked", {"chunk_size": 24},
+         "chunk_size must be a power of two for the Triton kernel, got 24"),
+        ("triton_chunked", {"chunk_size": 8},
+         "chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got 8"),
+        ("triton_chunked", {"input_precision": "bf16"},
+         "input_precision must be 'ieee' (exact float32) or 'tf32' (tensor cores), got 'bf16'"),
+    ]])
+def test_bad_options_raise_a_value_error_naming_the_option(mixer, form, options, message):
+    x, _ = bad_inputs(mixer)
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        getattr(mixer.module, form)(**x, **options)
+
+
+def test_linear_attention_takes_no_gate_and_no_write_strength():
+    """Linear attention's forms have no g or beta (the signature test); given one anyway, positionally
+    or to the contract's check, it is refused, named."""
+    x, _ = bad_inputs(LINEAR_ATTENTION)
+    q, k, v, g = x["q"], x["k"], x["v"], -torch.rand(B_, H_, T_)
+    with pytest.raises(ValueError, match="^" + re.escape("g must be None: this mixer has no decay, "
+                                                         "got [1, 2, 20]")):
+        contract.check_inputs(q, k, v, g=g)
+    with pytest.raises(ValueError, match="^" + re.escape("beta must be None: linear attention has no write "
+                                                         "strength, got [1, 2, 20]")):
+        contract.check_inputs(q, k, v, beta=torch.rand(B_, H_, T_))
+    with pytest.raises(ValueError, match="^" + re.escape("initial_state must be [B, H, K, V] = "
+                                                         "[1, 2, 16, 12], got [1, 2, 20]")):
+        linear_attention.recurrent(q, k, v, g)            # g lands on initial_state
+    with pytest.raises(ValueError, match="^" + re.escape("chunk_size must be a positive integer, got ")):
+        linear_attention.chunked(q, k, v, g)              # g lands on chunk_size
+
+
+class CudaLike(torch.Tensor):
+    """A CPU tensor that says it is a CUDA tensor: stands in for one on a machine without a GPU."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+@pytest.mark.parametrize("mixer, arg", [pytest.param(m, arg, id=f"{m}-{arg}") for m in MIXERS
+                                        for arg in ("q", "k", "v", *m.args, "initial_state")])
+def test_triton_inputs_must_live_where_triton_runs(mixer, arg):
+    """Without a GPU the package runs Triton's interpreter and a CUDA tensor is refused (never copied in
+    silence); with one, the kernel is compiled and a CPU tensor is refused."""
+    x, _ = bad_inputs(mixer)
+    if torch.cuda.is_available():            # every input on the CPU: the first one is named
+        message = "q is on cpu, but the compiled Triton kernel needs CUDA tensors"
+    else:
+        assert contract.interpreted(), "without a GPU, importing kimik3_lessons sets TRITON_INTERPRET=1"
+        x[arg] = x[arg].as_subclass(CudaLike)
+        message = f"{arg} is a CUDA tensor, but Triton runs in interpreter mode here (TRITON_INTERPRET=1): " \
+                  "pass CPU tensors"
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        mixer.module.triton_chunked(**x)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The contract's helpers
+
+
+def test_check_inputs_returns_the_sizes_and_knows_the_gates():
+    q, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 3)
+    assert contract.check_inputs(q, q, v) == (1, 2, 5, 4, 3)
+    message = "gate must be None, 'scalar' or 'channel', got 'vector'"
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        contract.check_inputs(q, q, v, g=torch.zeros(1, 2, 5), gate="vector")
+
+
+def test_split_and_merge_chunks_pad_with_zeros():
+    x = torch.randn(2, 3, 10, 4)
+    chunks = contract.split_chunks(x, 4)
+    assert chunks.shape == (2, 3, 3, 4, 4)
+    lab.check_close("the real positions", x[:, :, 8:], chunks[:, :, 2, :2], rtol=0)
+    lab.check_close("the 2 padded positions", torch.zeros(2, 3, 2, 4), chunks[:, :, 2, 2:], rtol=0)
+    lab.check_close("merge undoes split", x, contract.merge_chunks(chunks, 10), rtol=0)
+    assert contract.split_chunks(torch.randn(1, 1, 8), 8).shape == (1, 1, 1, 8)
+
+
+def test_chunk_sizes_the_forms_accept():
+    """Any positive integer for the PyTorch forms; a power of two >= 16 for the kernels, in TF32 too."""
+    contract.check_chunk_size(48)
+    contract.check_triton_options(16, "tf32")
+    contract.check_triton_options(128, "ieee")
