@@ -1,0 +1,134 @@
+"""Lesson 09's exercises: sparse MoE dispatch, fine-grained experts, a proportional balancing rule."""
+
+import dataclasses
+import random
+
+import torch
+
+from kimik3_lessons import moe
+from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+
+
+def _mix(layer, x, idx, weights):
+    """Reference mix: every expert on every token, y_n = sum_j weights[n, j] E_{idx[n, j]}(x_n)."""
+    P = torch.zeros(len(x), layer.num_experts, dtype=x.dtype).scatter_(1, idx, weights)
+    Y = torch.stack([layer.expert(e, x) for e in range(layer.num_experts)])     # [E, N, H]
+    return torch.einsum("ne,enh->nh", P, Y)
+
+
+@exercise("09.1", "sparse_moe", "sparse MoE dispatch: route, group by expert, scatter back", difficulty=2)
+def check_sparse_moe(sparse_moe):
+    N, H, E, k, F = random.randint(30, 60), 24, 12, 3, 16
+    layer = moe.LatentMoE(moe.MoEConfig(H, None, E, k, 0, F)).double().requires_grad_(False)
+    x = torch.randn(N, H, dtype=torch.float64)
+    s = torch.sigmoid(x @ layer.router.weight.T)
+    while True:  # a bias that changes the choice of some tokens, so "top-k on s" differs from "on s + b"
+        layer.score_bias.normal_(0, 0.3)
+        raw_choice, choice = (t.topk(k).indices.sort().values for t in (s, s + layer.score_bias))
+        if not torch.equal(raw_choice, choice):
+            break
+    ref = layer.dense_forward(x)
+
+    calls = []
+
+    def expert(e, x_e):
+        calls.append((int(e), x_e.shape[0]))
+        return layer.expert(int(e), x_e)
+
+    out = attempt(sparse_moe, x, layer.router.weight, layer.score_bias, k, expert)
+    expect_tensor("y", out, ref.shape)
+    # The classic mistakes, computed here so the verdict can name the one that was made.
+    raw_idx = s.topk(k).indices
+    raw_p = s.gather(-1, raw_idx)
+    idx = (s + layer.score_bias).topk(k).indices
+    chosen = s.gather(-1, idx)
+    mistakes = {
+        "the weights are the chosen scores without renormalizing: divide them by their sum":
+            _mix(layer, x, idx, chosen),
+        "the experts were chosen on the raw scores s: choose top-k on s + b (the bias only picks)":
+            _mix(layer, x, raw_idx, raw_p / raw_p.sum(-1, keepdim=True)),
+        "the expert outputs were added without their weights: scale each by its p":
+            _mix(layer, x, idx, torch.ones_like(chosen)),
+    }
+    for what, y_wrong in mistakes.items():
+        if (out - y_wrong).abs().max() <= 1e-9 * y_wrong.abs().max():
+            raise Wrong(f"y is what you get when {what}.")
+    err = expect_close("y", ref, out, rtol=1e-10, row_dim=0,
+                       hint="Hint: s = sigmoid(x W_r^T); chosen = top_k(s + b); "
+                            "p = s[chosen] / sum s[chosen]; y_n = sum_j p_nj E_j(x_n).")
+    times = {}
+    for e, _ in calls:
+        times[e] = times.get(e, 0) + 1
+    again = {e: c for e, c in times.items() if c > 1}
+    if again:
+        e, c = next(iter(again.items()))
+        raise Wrong(f"the output is right, but expert {e} was called {c} times: group its tokens and run it "
+                    f"once on all of them (one matrix multiply per expert).")
+    rows = sum(n for _, n in calls)
+    if rows != N * k:
+        raise Wrong(f"the output is right, but the experts ran on {rows} token rows in all; sparse dispatch "
+                    f"runs each of the N·k = {N * k} (token, expert) pairs once. Running every expert on "
+                    f"every token ({N * E} rows) is the dense reference.")
+    used = sum(1 for _, n in calls if n)
+    return (f"equals dense_forward (relative error {err:.0e}); {used} experts ran once each, "
+            f"on {rows} token rows in all")
+
+
+@exercise("09.2", "finer_experts", "fine-grained experts at the same cost", difficulty=1)
+def check_finer_experts(finer_experts):
+    m = random.choice((2, 4))
+    F = m * random.randint(8, 64)
+    config = moe.MoEConfig(hidden_size=random.choice((64, 96, 128)), latent_size=random.choice((None, 32)),
+                           num_experts=random.randint(8, 40), top_k=random.randint(1, 6),
+                           num_shared_experts=random.randint(1, 3), expert_hidden_size=F)
+    out = attempt(finer_experts, config, m)
+    if not isinstance(out, moe.MoEConfig):
+        raise Wrong(f"return a moe.MoEConfig (dataclasses.replace(config, ...) makes one), "
+                    f"got {type(out).__name__}")
+    if out.num_experts != m * config.num_experts or out.expert_hidden_size * m != F:
+        raise Wrong(f"split each of the {config.num_experts} experts of width {F} into {m}: expected "
+                    f"{m * config.num_experts} experts of width {F // m}, got {out.num_experts} of width "
+                    f"{out.expert_hidden_size}.")
+    before, after = moe.moe_costs(config), moe.moe_costs(out)
+    for part in ("routed experts", "shared experts"):
+        (p0, f0), (p1, f1) = before[part], after[part]
+        if (p0, f0) != (p1, f1):
+            raise Wrong(f"the {part} changed: {p0:,} → {p1:,} parameters, {f0:,} → {f1:,} FLOPs per token. "
+                        f"Hint: narrower experts cost less each; how many must a token run to pay the same? "
+                        f"(In LatentMoE the shared experts have the routed experts' width too.)")
+    if dataclasses.replace(out, num_experts=config.num_experts, top_k=config.top_k,
+                           num_shared_experts=config.num_shared_experts,
+                           expert_hidden_size=config.expert_hidden_size) != config:
+        raise Wrong("change only the number of experts, top_k, the shared experts and the width.")
+    return (f"{config.num_experts} experts of width {F}, top {config.top_k} → {out.num_experts} of width "
+            f"{out.expert_hidden_size}, top {out.top_k}: same routed and shared costs; the router grows "
+            f"{after['router'][0] / before['router'][0]:.0f}×")
+
+
+@exercise("09.3", "update_bias_proportional", "a proportional balancing rule", difficulty=1)
+def check_update_bias_proportional(update_bias_proportional):
+    E, rate = random.randint(6, 20), 0.05
+    bias = torch.randn(E) * 0.1
+    load = torch.randint(0, 500, (E,))
+    mean = load.float().mean()
+    out = attempt(update_bias_proportional, bias.clone(), load.clone(), rate)
+    expect_tensor("the new bias", out, (E,))
+    expect_close("the new bias", bias + rate * (mean - load) / mean, out, rtol=1e-6, row_dim=0,
+                 hint="Hint: b_e + rate (mean load - load_e) / mean load: up for idle experts, down for busy "
+                      "ones, by the relative imbalance.")
+    # And it balances: tokens that lean towards 4 of 32 experts, 40 updates, then a held-out batch.
+    layer = moe.LatentMoE(moe.MoEConfig(64, 32, num_experts=32, top_k=4, num_shared_experts=0,
+                                        expert_hidden_size=16))
+    favourite = layer.router.weight[:4].sum(0).detach()
+    skewed = lambda: torch.randn(2048, 64) + 4 * favourite / favourite.norm()  # noqa: E731
+    held_out, share = skewed(), 2048 * 4 / 32
+    before = layer.expert_load(held_out).max() / share
+    for _ in range(40):
+        with torch.no_grad():
+            layer.score_bias.copy_(attempt(update_bias_proportional, layer.score_bias.clone(),
+                                           layer.expert_load(skewed()), rate))
+    after = layer.expert_load(held_out).max() / share
+    if not after < 1.5:
+        raise Wrong(f"the busiest expert still has {after:.2f}× its share after 40 updates "
+                    f"(before: {before:.2f}×).")
+    return f"busiest expert {before:.1f}× its share before, {after:.2f}× after 40 updates (held-out tokens)"
