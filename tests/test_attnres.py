@@ -73,19 +73,19 @@ def test_keys_are_scale_free():
 def test_bad_input_raises():
     v = torch.randn(2, 8)
     w = torch.zeros(8)
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(ValueError, match=r"^sources must be a non-empty list"):
         attnres.attn_res(w, [], w)
-    with pytest.raises(ValueError, match="width"):
+    with pytest.raises(ValueError, match=r"^sources\[1\] has width 9"):
         attnres.attn_res(w, [v, torch.randn(2, 9)], w)
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(ValueError, match=r"^sources\[1\] is \[3, 8\], but sources\[0\] is \[2, 8\]"):
         attnres.attn_res(w, [v, torch.randn(3, 8)], w)
-    with pytest.raises(ValueError, match="query"):
+    with pytest.raises(ValueError, match=r"^query must be \[D\]"):
         attnres.attn_res(torch.zeros(1, 8), [v], w)
-    with pytest.raises(ValueError, match="norm_weight"):
+    with pytest.raises(ValueError, match=r"^norm_weight must be \[D\]"):
         attnres.attn_res(w, [v], torch.ones(7))
-    with pytest.raises(ValueError, match="block_size"):
+    with pytest.raises(ValueError, match=r"^block_size must be a positive number"):
         attnres.BlockAttnRes(8, 4, block_size=0)
-    with pytest.raises(ValueError, match="residual"):
+    with pytest.raises(ValueError, match=r"^residual must be 'plain', 'block' or 'full'"):
         attnres.ToyStack(4, 4, residual="highway")
 
 
@@ -171,7 +171,7 @@ def test_kimik3_block_layout_and_call_protocol():
     h = res.mix_final(state)
     assert len(state.sources()) == 9 and most == 9
     torch.testing.assert_close(h, torch.full((1, 4), (7 * 24 + 18) / 9))  # uniform: mean of the 9 sums
-    with pytest.raises(ValueError, match="call protocol"):
+    with pytest.raises(ValueError, match=r"^mix point 1 needs exactly 1 sublayer outputs added before it"):
         res.mix_before_mlp(res.start(torch.zeros(1, 4)), 0)  # the attention output was never added
-    with pytest.raises(ValueError, match="embedding"):
+    with pytest.raises(ValueError, match=r"^embedding must be \[\.\.\., D\]"):
         res.start(torch.zeros(1, 5))
