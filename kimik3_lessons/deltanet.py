@@ -8,14 +8,18 @@ No scaling or normalization happens inside: layers L2-normalize q and k themselv
 Three forms, one answer (DESIGN.md contract), each returning (o, final_state):
 - `recurrent`       the definition, one token at a time (`delta_rule_step`);
 - `chunked`         the WY/UT chunk form: per chunk of C rows,
-                        A = strict_tril(diag(b) K K^T),  T = (I + A)^{-1}  (`ut_transform`),
-                        W = T diag(b) K,  U = T diag(b) V  (`wy_representation`),
+                        A = strict_tril(diag(b) K K^T),  L_inv = (I + A)^{-1}  (the papers' T),
+                        W = L_inv diag(b) K,  U = L_inv diag(b) V  (`wy_representation`),
                         U' = U - W S,  O = Q S + tril(Q K^T) U',  S <- S + K^T U';
-- `triton_chunked`  the same chunk form as one Triton program per (batch, head) holding S on chip.
-T comes from forward substitution, row by row (`forward_substitution`) or by blocks of 16 rows
-(`ut_transform`). `householder_product` multiplies the generalized Householder factors of a chunk, the
-matrix that the WY representation I - K^T W stands for. `recurrent_flops` and `chunked_flops` count the
-matrix-product FLOPs of the two PyTorch forms.
+- `triton_chunked`  the same three steps as Triton kernels: `deltanet_intra_chunk_kernel` (A, L_inv, W, U
+                    for every chunk in parallel), then the scan over chunks and the outputs that every
+                    mixer shares (`contract.chunk_scan_kernel`, `contract.chunk_output_kernel`), whose
+                    switch DELTA adds to lesson 03's scan only U' = U - W S.
+L_inv = (I + A)^{-1} comes from forward substitution: row by row (`forward_substitution`, the definition),
+by blocks of 16 rows (`blocked_forward_substitution`, the PyTorch form: fewer, larger steps), and row by row
+on a tile in the kernel (`forward_substitution_tile`: a masked reduction per row, no matrix product). `householder_product` multiplies the
+generalized Householder factors of a chunk, the matrix that the WY representation I - K^T W stands for.
+`recurrent_flops`, `chunked_flops` and the `*_flops` of the inversions count their FLOPs.
 """
 
 import torch
@@ -44,13 +48,10 @@ def recurrent(q, k, v, beta, initial_state=None):
 
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, beta=beta, initial_state=initial_state,
-                                            delta=True)
-    dtype, out_dtype = contract.compute_dtype(q), v.dtype
-    q, k, v, beta = (x.to(dtype) for x in (q, k, v, beta))
-    S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
-    o = torch.empty(B, H, T, V, dtype=dtype, device=q.device)
-    for t in range(T):
+    out_dtype = v.dtype
+    q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, delta=True)
+    o = q.new_empty(*v.shape)
+    for t in range(q.shape[2]):
         o[:, :, t], S = delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
     return o.to(out_dtype), S
 
@@ -58,25 +59,25 @@ def recurrent(q, k, v, beta, initial_state=None):
 def forward_substitution(A):
     """(I + A)^{-1} for a strictly lower-triangular A [..., C, C], one row at a time.
 
-    (I + A) T = I gives, row by row, T_i = e_i - A_i T: row i of T needs only the rows above it,
-    T_i = e_i - A[i, :i] T[:i]. Each of the C - 1 steps is one batched product over all leading dims;
-    rows are appended, never written in place, so autograd can differentiate through it.
+    (I + A) L_inv = I gives, row by row, L_inv_i = e_i - A_i L_inv: row i needs only the rows above it,
+    L_inv_i = e_i - A[i, :i] L_inv[:i]. Each of the C - 1 steps is one batched product over all leading
+    dims; rows are appended, never written in place, so autograd can differentiate through it.
     """
     C = A.shape[-1]
     I = torch.eye(C, dtype=A.dtype, device=A.device).expand(A.shape)
-    T = I[..., :1, :]
-    for i in range(1, C):  # row i = [-A[i, :i] T[:i, :i], then e_i from column i on]
-        row = torch.cat([-(A[..., i:i + 1, :i] @ T[..., :, :i]), I[..., i:i + 1, i:]], dim=-1)
-        T = torch.cat([T, row], dim=-2)
-    return T
+    L_inv = I[..., :1, :]
+    for i in range(1, C):  # row i = [-A[i, :i] L_inv[:i, :i], then e_i from column i on]
+        row = torch.cat([-(A[..., i:i + 1, :i] @ L_inv[..., :, :i]), I[..., i:i + 1, i:]], dim=-1)
+        L_inv = torch.cat([L_inv, row], dim=-2)
+    return L_inv
 
 
-def ut_transform(A, block=16):
-    """T = (I + A)^{-1} for a strictly lower-triangular A [..., C, C]: forward substitution by blocks of rows.
+def blocked_forward_substitution(A, block=16):
+    """(I + A)^{-1} for a strictly lower-triangular A [..., C, C]: forward substitution by blocks of rows.
 
     The same substitution as `forward_substitution`, with blocks of b = 16 rows in place of single rows:
-      1. the diagonal blocks T_jj = (I + A_jj)^{-1}, all at once, by `forward_substitution` (b - 1 steps);
-      2. block row j from the finished rows above it:  T_{j,<j} = -T_jj A_{j,<j} T_{<j,<j}  (one step each).
+      1. the diagonal blocks L_jj = (I + A_jj)^{-1}, all at once, by `forward_substitution` (b - 1 steps);
+      2. block row j from the finished rows above it:  L_{j,<j} = -L_jj A_{j,<j} L_{<j,<j}  (one step each).
     C = 64 takes 15 + 3 batched steps instead of 63, for about the same FLOPs. No general inverse is formed.
     """
     C = A.shape[-1]
@@ -87,14 +88,14 @@ def ut_transform(A, block=16):
     A = torch.nn.functional.pad(A, (0, pad, 0, pad))
     A_blocks = A.unflatten(-1, (n, block)).unflatten(-3, (n, block))  # [..., n, b, n, b]
     A_diag = torch.diagonal(A_blocks, dim1=-4, dim2=-2).movedim(-1, -3)  # [..., n, b, b]
-    T_diag = forward_substitution(A_diag)
-    T = T_diag[..., 0, :, :]                                           # the finished rows, [..., jb, jb]
+    L_diag = forward_substitution(A_diag)
+    L_inv = L_diag[..., 0, :, :]                                       # the finished rows, [..., jb, jb]
     for j in range(1, n):
         rows = slice(j * block, (j + 1) * block)
-        left = -T_diag[..., j, :, :] @ (A[..., rows, :j * block] @ T)   # T_{j,<j} = -T_jj A_{j,<j} T_{<j,<j}
-        T = torch.cat([torch.cat([T, T.new_zeros(*T.shape[:-1], block)], dim=-1),
-                       torch.cat([left, T_diag[..., j, :, :]], dim=-1)], dim=-2)
-    return T[..., :C, :C]
+        left = -L_diag[..., j, :, :] @ (A[..., rows, :j * block] @ L_inv)  # L_{j,<j} = -L_jj A_{j,<j} L_{<j,<j}
+        L_inv = torch.cat([torch.cat([L_inv, L_inv.new_zeros(*L_inv.shape[:-1], block)], dim=-1),
+                           torch.cat([left, L_diag[..., j, :, :]], dim=-1)], dim=-2)
+    return L_inv[..., :C, :C]
 
 
 def householder_product(k, beta):
@@ -112,16 +113,16 @@ def householder_product(k, beta):
 
 
 def wy_representation(k, v, beta):
-    """The WY/UT form of a chunk: W = T diag(b) K and U = T diag(b) V, with T = (I + A)^{-1} and
-    A = strict_tril(diag(b) K K^T). Then the chunk's Householder product is I - K^T W.
+    """The WY/UT form of a chunk: W = L_inv diag(b) K and U = L_inv diag(b) V, with L_inv = (I + A)^{-1}
+    and A = strict_tril(diag(b) K K^T). Then the chunk's Householder product is I - K^T W.
 
     k [..., C, K], v [..., C, V], beta [..., C] -> W [..., C, K], U [..., C, V]. The leading dims can
     hold every chunk of every head, so all of them are transformed at once.
     """
     k_beta = beta[..., None] * k
     A = torch.tril(k_beta @ k.transpose(-1, -2), diagonal=-1)
-    T = ut_transform(A)
-    return T @ k_beta, T @ (beta[..., None] * v)
+    L_inv = blocked_forward_substitution(A)
+    return L_inv @ k_beta, L_inv @ (beta[..., None] * v)
 
 
 def chunk_state_scan(W, U, K, S, decay=None):
@@ -152,13 +153,11 @@ def chunked(q, k, v, beta, chunk_size=64, initial_state=None):
     chunk's output comes at once:  O_n = Q_n S_n + tril(Q_n K_n^T) U'_n.
     chunk_size 1 is the recurrence; chunk_size >= T is one chunk. T is zero-padded to a multiple of C.
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, beta=beta, initial_state=initial_state,
-                                            delta=True)
     contract.check_chunk_size(chunk_size)
-    dtype, out_dtype = contract.compute_dtype(q), v.dtype
-    q, k, v, beta = (contract.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, beta))
+    T, out_dtype = q.shape[2], v.dtype
+    q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, delta=True)
+    q, k, v, beta = (contract.split_chunks(x, chunk_size) for x in (q, k, v, beta))
     W, U = wy_representation(k, v, beta)
-    S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
     S_n, U_new, S = chunk_state_scan(W, U, k, S)
     o = q @ S_n + torch.tril(q @ k.transpose(-1, -2)) @ U_new
     return contract.merge_chunks(o, T).to(out_dtype), S
@@ -170,14 +169,22 @@ def recurrent_flops(seq_len, head_dim):
     return 6 * seq_len * head_dim**2
 
 
-def ut_transform_flops(C, block=16):
-    """FLOPs of `ut_transform` on one C x C matrix: sum_i 2 i^2 for the rows of each diagonal block, then
-    2 b (jb)^2 + 2 b^2 (jb) for block row j (C is padded up to n blocks of b)."""
+def blocked_forward_substitution_flops(C, block=16):
+    """FLOPs of `blocked_forward_substitution` on one C x C matrix: sum_i 2 i^2 for the rows of each
+    diagonal block, then 2 b (jb)^2 + 2 b^2 (jb) for block row j (C is padded up to n blocks of b)."""
     if C <= block:
         return (C - 1) * C * (2 * C - 1) // 3
     n = -(-C // block)
     rows = sum(2 * block * (j * block) ** 2 + 2 * block**2 * (j * block) for j in range(1, n))
-    return n * ut_transform_flops(block, block) + rows
+    return n * blocked_forward_substitution_flops(block, block) + rows
+
+
+def forward_substitution_tile_flops(C):
+    """FLOPs of `forward_substitution_tile` (the kernel's inverse) on one C x C tile: C - 1 rows, each
+    A_i L_inv over the whole tile (C^2 multiply-adds, zeros included: a tile cannot skip them), so
+    2 C^2 (C - 1), about 3 times `forward_substitution`'s (C - 1) C (2C - 1) / 3. (Computing each row with
+    a C x C matrix product instead would cost 2 C^3 per row, 2 C^3 (C - 1) in all: C times more.)"""
+    return 2 * C**2 * (C - 1)
 
 
 def chunked_flops(seq_len, head_dim, chunk_size):
@@ -185,88 +192,87 @@ def chunked_flops(seq_len, head_dim, chunk_size):
     `recurrent_flops` (matrix products only, [m, n] @ [n, p] = 2 m n p, K = V = d), over the padded
     length L = N C. Per chunk:
         state  W S, K^T U', Q S                    6 C d^2   (in all 6 L d^2: the recurrence's own count)
-        wy     A = (bK) K^T, W = T bK, U = T bV     6 C^2 d,  plus `ut_transform` (about 2 C^3 / 3)
+        wy     A = (bK) K^T, W = L_inv bK, U = L_inv bV     6 C^2 d,  plus the inverse (about 2 C^3 / 3)
         intra  Q K^T and tril(Q K^T) U'             4 C^2 d
     """
     contract.check_chunk_size(chunk_size)
     C, d = chunk_size, head_dim
     N = -(-seq_len // C)
     flops = {"state": N * 6 * C * d**2,
-             "wy": N * (6 * C**2 * d + ut_transform_flops(C)),
+             "wy": N * (6 * C**2 * d + blocked_forward_substitution_flops(C)),
              "intra": N * 4 * C**2 * d}
     flops["total"] = sum(flops.values())
     return flops
 
 
+# ---------------------------------------------------------------------------------------------------
+# The Triton kernel: lesson 03's two steps, with the WY form inside each chunk.
+
+
 @triton.jit
-def delta_rule_chunk_kernel(q, k, v, beta, o, S_in, S_out, seq_len,
-                            K: tl.constexpr, V: tl.constexpr, C: tl.constexpr,
-                            BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL_STATE: tl.constexpr):
-    """One program per (batch, head) walks its chunks with the state S [K, V] held on chip.
+def forward_substitution_tile(A, C: tl.constexpr):
+    """(I + A)^{-1} of a strictly lower-triangular tile A [C, C], row by row: `forward_substitution` on chip.
 
-    Per chunk (rows Q, K, V, b; rows past the end of the sequence load as zeros and write nothing):
-        A  = strict_tril(diag(b) K K^T)
-        T  = (I + A)^{-1}           forward substitution: T_i = e_i - A_i T, row after row
-        W  = T diag(b) K            U = T diag(b) V
-        U' = U - W S                O = Q S + tril(Q K^T) U'          S <- S + K^T U'
-    q, k [B*H, seq_len, K], v, o [B*H, seq_len, V], beta [B*H, seq_len], S_in, S_out [B*H, K, V]; fp32.
+    Row i of the inverse is e_i - A_i L_inv, where A_i (row i of A) is zero from column i on, so only the
+    rows above, already finished, count. A tile cannot be indexed, so row i is picked with a mask and a
+    sum: each step is two masked reductions over the tile, C^2 multiply-adds, and the C - 1 steps cost
+    C^3 in all, like forward substitution on paper, with no matrix product (no tensor cores needed).
     """
-    bh = tl.program_id(0).to(tl.int64)
-    q, k, beta = q + bh * seq_len * K, k + bh * seq_len * K, beta + bh * seq_len
-    v, o = v + bh * seq_len * V, o + bh * seq_len * V
-    rows, ck, cv = tl.arange(0, C), tl.arange(0, BK), tl.arange(0, BV)
-    state = ck[:, None] * V + cv[None, :]
-    state_mask = (ck[:, None] < K) & (cv[None, :] < V)
-    if HAS_INITIAL_STATE:
-        S = tl.load(S_in + bh * K * V + state, mask=state_mask, other=0.0)
-    else:
-        S = tl.zeros([BK, BV], dtype=tl.float32)
-    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
-    for start in range(0, seq_len, C):
-        t = start + rows
-        k_mask = (t[:, None] < seq_len) & (ck[None, :] < K)
-        v_mask = (t[:, None] < seq_len) & (cv[None, :] < V)
-        Kc = tl.load(k + t[:, None] * K + ck[None, :], mask=k_mask, other=0.0)
-        Qc = tl.load(q + t[:, None] * K + ck[None, :], mask=k_mask, other=0.0)
-        Vc = tl.load(v + t[:, None] * V + cv[None, :], mask=v_mask, other=0.0)
-        b = tl.load(beta + t, mask=t < seq_len, other=0.0)
-        Kb = b[:, None] * Kc
-        # A = strict_tril(diag(b) K K^T)
-        A = tl.where(rows[:, None] > rows[None, :], tl.dot(Kb, tl.trans(Kc), input_precision="ieee"), 0.0)
-        # T = (I + A)^{-1} by forward substitution: row i of T, still e_i, becomes e_i - A_i T. A_i is zero
-        # from column i on, so only the finished rows above count. (A with all rows but i masked) @ T is A_i T
-        # in row i and zero elsewhere: one tl.dot per row, no reduction (fast in the interpreter too).
-        T = eye
-        for i in range(1, C):
-            T -= tl.dot(tl.where(rows[:, None] == i, A, 0.0), T, input_precision="ieee")
-        W = tl.dot(T, Kb, input_precision="ieee")
-        U = tl.dot(T, b[:, None] * Vc, input_precision="ieee")
-        # U' = U - W S: what each row still has to write once the inherited state has answered
-        U = U - tl.dot(W, S, input_precision="ieee")
-        QK = tl.where(rows[:, None] >= rows[None, :], tl.dot(Qc, tl.trans(Kc), input_precision="ieee"), 0.0)
-        Oc = tl.dot(Qc, S, input_precision="ieee") + tl.dot(QK, U, input_precision="ieee")
-        tl.store(o + t[:, None] * V + cv[None, :], Oc, mask=v_mask)
-        S += tl.dot(tl.trans(Kc), U, input_precision="ieee")
-    tl.store(S_out + bh * K * V + state, S, mask=state_mask)
+    r = tl.arange(0, C)
+    L_inv = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    for i in range(1, C):
+        A_i = tl.sum(tl.where(r[:, None] == i, A, 0.0), axis=0)                 # row i of A, [C]
+        A_i_L_inv = tl.sum(A_i[:, None] * L_inv, axis=0)                        # A_i L_inv, [C]
+        L_inv = tl.where(r[:, None] == i, L_inv - A_i_L_inv[None, :], L_inv)    # row i := e_i - A_i L_inv
+    return L_inv
 
 
-def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None):
-    """The chunk form as a Triton kernel (forward). Returns (o in v's dtype, S [B, H, K, V] in float32).
+@triton.jit
+def deltanet_intra_chunk_kernel(q, k, v, beta, a_qk, w, u, T, K, V,
+                                C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr):
+    """Everything chunk n of head bh needs from itself (rows t = nC ... nC + C - 1, zeros past T):
 
-    Computes in float32 whatever the input dtype. chunk_size is a power of two >= 16 (tl.dot's smallest
-    tile); head dims are padded up to a power of two >= 16 inside the kernel.
+        A     = strict_tril(diag(b) K K^T)      A_qk = tril(Q K^T)
+        L_inv = (I + A)^{-1}                     row by row (`forward_substitution_tile`)
+        W     = L_inv diag(b) K                  U = L_inv diag(b) V
+
+    Lesson 03's intra-chunk kernel computes A_qk alone; this one adds the WY form. K and V are read in
+    slices of BK and BV columns (16), so every product is thin whatever the head size.
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, beta=beta, initial_state=initial_state,
-                                            delta=True)
-    contract.check_triton_options(chunk_size)
-    contract.check_triton_inputs(q=q, k=k, v=v, beta=beta, initial_state=initial_state)
-    out_dtype = v.dtype
-    q, k, v, beta = (x.float().contiguous() for x in (q, k, v, beta))
-    o = torch.empty(B, H, T, V, dtype=torch.float32, device=q.device)
-    S = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    S0 = S if initial_state is None else initial_state.float().contiguous()
-    delta_rule_chunk_kernel[(B * H,)](
-        q, k, v, beta, o, S0, S, T, K=K, V=V, C=chunk_size,
-        BK=max(16, triton.next_power_of_2(K)), BV=max(16, triton.next_power_of_2(V)),
-        HAS_INITIAL_STATE=initial_state is not None)
-    return o.to(out_dtype), S
+    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    r = tl.arange(0, C)
+    t = n * C + r
+    q, k, v, a_qk, w, u = q + bh * T * K, k + bh * T * K, v + bh * T * V, a_qk + bh * T * C, \
+        w + bh * T * K, u + bh * T * V
+    b = tl.load(beta + bh * T + t, mask=t < T, other=0.0)
+    A = tl.zeros([C, C], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        K_n = contract.load_rows(k, t, k0 + tl.arange(0, BK), T, K)
+        A += tl.dot(K_n, tl.trans(K_n), input_precision=PRECISION)
+    L_inv = forward_substitution_tile(tl.where(r[:, None] > r[None, :], b[:, None] * A, 0.0), C)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        K_n = contract.load_rows(k, t, cols, T, K)
+        contract.store_rows(w, t, cols, T, K, tl.dot(L_inv, b[:, None] * K_n, input_precision=PRECISION))
+    for v0 in range(0, V, BV):
+        cols = v0 + tl.arange(0, BV)
+        V_n = contract.load_rows(v, t, cols, T, V)
+        contract.store_rows(u, t, cols, T, V, tl.dot(L_inv, b[:, None] * V_n, input_precision=PRECISION))
+    A_qk = tl.zeros([C, C], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        A_qk += tl.dot(contract.load_rows(q, t, cols, T, K), tl.trans(contract.load_rows(k, t, cols, T, K)),
+                       input_precision=PRECISION)
+    contract.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
+
+
+def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
+    """The chunked form as Triton kernels (forward). Returns (o in v's dtype, S [B, H, K, V] in float32).
+
+    `deltanet_intra_chunk_kernel` for every chunk at once, then the shared scan over chunks with the delta
+    correction U' = U - W S, then the outputs. Computes in float32 whatever the input dtype; chunk_size is a power of two
+    >= 16 (tl.dot's smallest tile); input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+).
+    """
+    return contract.launch_chunked(deltanet_intra_chunk_kernel, q, k, v, beta=beta, delta=True,
+                                   chunk_size=chunk_size, initial_state=initial_state,
+                                   input_precision=input_precision)

@@ -9,7 +9,7 @@ gated DeltaNet. No scaling or normalization happens inside the forms: the layer 
 - gates: KimiK3's `bounded_gate`, and lesson 06's `mamba2_gate` (Kimi Linear's), re-exported
 - `recurrent`: the definition, one token at a time (one token with a state is the decode step)
 - `chunked`: the chunkwise-parallel form, with `decayed_scores`, its per-channel pairwise factors
-- `triton_chunked`: the chunked form as a Triton kernel (forward)
+- `triton_chunked`: the chunked form as Triton kernels (forward): lesson 06's, decay per channel
 - `KimiDeltaAttention(KDAConfig)`: the Kimi Linear layer, and `KDACache`, all it carries while decoding
 """
 
@@ -24,12 +24,7 @@ import triton.language as tl
 from torch import nn
 
 from kimik3_lessons import contract, deltanet
-from kimik3_lessons.gated_deltanet import (
-    decayed_wy_representation,
-    launch_chunk_kernel,
-    mamba2_gate,
-    ut_transform_tile,
-)
+from kimik3_lessons.gated_deltanet import decayed_wy_representation, mamba2_gate
 
 __all__ = ["KDACache", "KDAConfig", "KimiDeltaAttention", "bounded_gate", "chunked", "decayed_scores",
            "kda_step",
@@ -66,13 +61,10 @@ def recurrent(q, k, v, g, beta, initial_state=None):
     q, k, g [B, H, T, K]; v [B, H, T, V]; beta [B, H, T]. Computes in float32 (float64 for float64
     inputs); the final state stays in that precision. One token with a state is the decode step.
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
-                                            gate="channel", delta=True)
-    dtype, out_dtype = contract.compute_dtype(q), v.dtype
-    q, k, v, g, beta = (x.to(dtype) for x in (q, k, v, g, beta))
-    S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
-    o = q.new_empty(B, H, T, V)
-    for t in range(T):
+    out_dtype = v.dtype
+    q, k, v, g, beta, S = contract.prepare(q, k, v, g, beta, initial_state, gate="channel", delta=True)
+    o = q.new_empty(*v.shape)
+    for t in range(q.shape[2]):
         o[:, :, t], S = kda_step(S, q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
     return o.to(out_dtype), S
 
@@ -124,18 +116,16 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
 
     Per chunk, with G = cumsum(g) per channel and `decayed_scores` for the pairwise sums:
         A = beta_i sum_d k_id k_jd exp(G_id - G_jd) (i > j),    Aqk as above (i >= j)
-        W = T diag(beta) (exp(G) * K),  U = T diag(beta) V,  T = (I + A)^{-1}
+        W = L_inv diag(beta) (exp(G) * K),  U = L_inv diag(beta) V,  L_inv = (I + A)^{-1}
     by lesson 06's `decayed_wy_representation`; lesson 05's `chunk_state_scan`, with the decay across a
     chunk taken per channel, exp(G_C) [K], gives the state S_n before each chunk and U' = U - W S_n; then
         O = (exp(G) * Q) S_n + Aqk U'.
     All chunks at once except the scan. Any T works (zero-padded); chunk_size 1 is the recurrence.
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, g=g, beta=beta, initial_state=initial_state,
-                                            gate="channel", delta=True)
     contract.check_chunk_size(chunk_size)
-    dtype, out_dtype = contract.compute_dtype(q), v.dtype
-    q, k, v, g, beta = (contract.split_chunks(x.to(dtype), chunk_size) for x in (q, k, v, g, beta))
-    S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dtype)
+    T, out_dtype = q.shape[2], v.dtype
+    q, k, v, g, beta, S = contract.prepare(q, k, v, g, beta, initial_state, gate="channel", delta=True)
+    q, k, v, g, beta = (contract.split_chunks(x, chunk_size) for x in (q, k, v, g, beta))
 
     G = g.cumsum(-2)                                                   # [B, H, N, C, K]
     Akk, Aqk = decayed_scores(torch.stack([k, q]), k, G)             # k and q share every decay factor
@@ -150,94 +140,102 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The Triton kernel: one program per (batch, head, block of value columns), the state on chip.
-# The per-channel factors are built as `decayed_scores` builds them, through reference rows, but on a
-# tile: a tile cannot be cut into blocks, so every level works on the whole [C, C] tile with masks and a
-# one-hot matmul fetches each row's reference. The UT transform is lesson 06's `ut_transform_tile`.
+# The Triton kernel: lesson 06's intra-chunk kernel with the decay per key channel. The pairwise factors
+# are built as `decayed_scores` builds them, through reference rows, on a tile: a tile cannot be cut into
+# blocks, so every level works on the whole [C, C] tile with masks, and a one-hot product fetches each
+# row's reference. The channels are independent, so the kernel sums them in blocks of BK.
 
 
 @triton.jit
-def decayed_scores_tile(Q, Kc, G, C: tl.constexpr, LOG_C: tl.constexpr, PRECISION: tl.constexpr):
-    """A_ij = sum_d k_id k_jd exp(G_id - G_jd) (i > j) and Aqk_ij = sum_d q_id k_jd exp(G_id - G_jd)
-    (i >= j) for one chunk: Q, Kc, G [C, BK] -> A, Aqk [C, C].
+def decayed_scores_tile(X, Y, g_cum, t0, cols, K, C: tl.constexpr, LOG_C: tl.constexpr,
+                        PRECISION: tl.constexpr):
+    """P_ij = sum_d X_id Y_jd exp(G_id - G_jd) for i >= j, else 0, over one slice of channels:
+    X, Y [C, BK] -> P [C, C] (`decayed_scores` on a tile; X = K gives A before beta, X = Q gives A_qk).
+    G is read from g_cum (the chunk starts at row t0; columns `cols` of K).
 
     Level by level, blocks of size s = C, C/2, ..., 2: rows in the lower half of a block and columns
     in its upper half meet through the block's reference row r (the last row of its upper half), with
-    exp(G_i - G_r) <= 1 and exp(G_r - G_j) <= 1: one matmul per level covers every such quadrant.
-    The diagonal (i = j) has no decay: it is the diagonal of Q K^T.
+    exp(G_i - G_r) <= 1 and exp(G_r - G_j) <= 1: one product per level covers every such quadrant.
+    The diagonal (i = j) has no decay: it is the diagonal of X Y^T.
     """
     r = tl.arange(0, C)
-    A = tl.zeros([C, C], dtype=tl.float32)
-    Aqk = tl.where(r[:, None] == r[None, :], tl.dot(Q, tl.trans(Kc), input_precision=PRECISION), 0.0)
-    for level in tl.static_range(LOG_C):
+    G = contract.load_rows(g_cum, t0 + r, cols, t0 + C, K)
+    P = tl.where(r[:, None] == r[None, :], tl.dot(X, tl.trans(Y), input_precision=PRECISION), 0.0)
+    for level in range(LOG_C):                           # a loop, not unrolled: one level's tiles live at a time
         s = C >> level
         h = s // 2
         upper = (r % s) < h                                  # in the upper half of its block
         ref = (r // s) * s + h - 1                           # the block's reference row
-        # G_ref [C, BK]: row i holds G at its block's reference row (an exact one-hot gather).
-        G_ref = tl.dot(tl.where(ref[:, None] == r[None, :], 1.0, 0.0), G, input_precision="ieee")
-        rows = tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                  # e^{G_i - G_r} <= 1
-        cols = tl.where(upper[:, None], Kc * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)
+        G_ref = contract.load_rows(g_cum, t0 + ref, cols, t0 + C, K)   # row i: G at its reference row
+        X_i = X * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                       # e^{G_i - G_r} <= 1
+        Y_j = tl.where(upper[:, None], Y * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)  # e^{G_r - G_j}
         quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= h) & upper[None, :]
-        A += tl.where(quadrant, tl.dot(Kc * rows, tl.trans(cols), input_precision=PRECISION), 0.0)
-        Aqk += tl.where(quadrant, tl.dot(Q * rows, tl.trans(cols), input_precision=PRECISION), 0.0)
-    return A, Aqk
+        P += tl.where(quadrant, tl.dot(X_i, tl.trans(Y_j), input_precision=PRECISION), 0.0)
+    return P
 
 
 @triton.jit
-def kda_chunk_kernel(q, k, v, g, beta, o, s0, s_out, T, K, V,
-                     C: tl.constexpr, LOG_C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                     HAS_INITIAL_STATE: tl.constexpr, PRECISION: tl.constexpr):
-    """For each chunk of one head, with G = cumsum(g) per channel [C, K]:
-        A, Aqk = decayed_scores_tile(Q, K, G);  T = (I + diag(beta) A)^{-1};
-        W = T diag(beta) (exp(G) K);  U = T diag(beta) V;  U' = U - W S;
-        O = (exp(G) Q) S + Aqk U';  S <- Diag(exp(G_C)) S + (exp(G_C - G) K)^T U'.
-    q, k, g [B*H, T, K], v, o [B*H, T, V], beta [B*H, T], s0, s_out [B*H, K, V], contiguous float32.
-    Program (i_v, bh) owns value columns i_v*BV ... of head bh; rows past T read 0 (g = 0: no decay).
+def kda_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, decay, T, K, V,
+                           C: tl.constexpr, LOG_C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+                           PRECISION: tl.constexpr):
+    """Lesson 06's intra-chunk kernel with G = cumsum(g) per channel [C, K] (g_cum, from the launcher; what
+    changed: "per channel"):
+
+        A     = strict_tril(diag(b) (sum_d k_id k_jd e^{G_id - G_jd}))    A_qk = the same with q_i, i >= j
+        L_inv = (I + A)^{-1}                                              `deltanet.forward_substitution_tile`
+        W     = L_inv diag(b) (exp(G) * K)                                U = L_inv diag(b) V
+        Qd    = exp(G) * Q,  Kd = exp(G_C - G) * K,  d_n = exp(G_C)       per channel
+
+    The channels are independent, so every sum over them runs in slices of BK, each with its own G.
+    Rows past T read beta = 0, k = 0 (and g = 0): no decay and no write.
     """
-    i_v, bh = tl.program_id(0), tl.program_id(1)
-    q, k, g = q + bh * T * K, k + bh * T * K, g + bh * T * K
-    v, o, beta = v + bh * T * V, o + bh * T * V, beta + bh * T
-    rc, rk, rv = tl.arange(0, C), tl.arange(0, BK), i_v * BV + tl.arange(0, BV)
-    state_offsets = bh * K * V + rk[:, None] * V + rv[None, :]
-    state_mask = (rk[:, None] < K) & (rv[None, :] < V)
-    if HAS_INITIAL_STATE:
-        S = tl.load(s0 + state_offsets, mask=state_mask, other=0.0)
-    else:
-        S = tl.zeros([BK, BV], dtype=tl.float32)
-    for start in range(0, T, C):
-        t = start + rc
-        mask_k = (t[:, None] < T) & (rk[None, :] < K)
-        Q = tl.load(q + t[:, None] * K + rk[None, :], mask=mask_k, other=0.0)
-        Kc = tl.load(k + t[:, None] * K + rk[None, :], mask=mask_k, other=0.0)
-        G = tl.cumsum(tl.load(g + t[:, None] * K + rk[None, :], mask=mask_k, other=0.0), axis=0)
-        Vc = tl.load(v + t[:, None] * V + rv[None, :], mask=(t[:, None] < T) & (rv[None, :] < V), other=0.0)
-        b = tl.load(beta + t, mask=t < T, other=0.0)
-        A, Aqk = decayed_scores_tile(Q, Kc, G, C, LOG_C, PRECISION)
-        Tm = ut_transform_tile(b[:, None] * A, C, LOG_C, PRECISION)
-        W = tl.dot(Tm, b[:, None] * tl.exp(G) * Kc, input_precision=PRECISION)
-        U = tl.dot(Tm, b[:, None] * Vc, input_precision=PRECISION)
-        U_new = U - tl.dot(W, S, input_precision=PRECISION)
-        O = tl.dot(tl.exp(G) * Q, S, input_precision=PRECISION) + \
-            tl.dot(Aqk, U_new, input_precision=PRECISION)
-        tl.store(o + t[:, None] * V + rv[None, :], O, mask=(t[:, None] < T) & (rv[None, :] < V))
-        G_C = tl.sum(tl.where(rc[:, None] == C - 1, G, 0.0), axis=0)              # the last row [BK]
-        Kd = tl.exp(G_C[None, :] - G) * Kc
-        S = tl.exp(G_C)[:, None] * S + tl.dot(tl.trans(Kd), U_new, input_precision=PRECISION)
-    tl.store(s_out + state_offsets, S, mask=state_mask)
+    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    r = tl.arange(0, C)
+    t = n * C + r
+    q, k, v, a_qk, w, u = q + bh * T * K, k + bh * T * K, v + bh * T * V, a_qk + bh * T * C, \
+        w + bh * T * K, u + bh * T * V
+    g_cum = g_cum + bh * tl.cdiv(T, C) * C * K                                           # per channel
+    qd, kd, decay = qd + bh * T * K, kd + bh * T * K, decay + (bh * tl.cdiv(T, C) + n) * K
+    b = tl.load(beta + bh * T + t, mask=t < T, other=0.0)
+    A = tl.zeros([C, C], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        K_n = contract.load_rows(k, t, cols, T, K)
+        A += decayed_scores_tile(K_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)      # per channel
+    L_inv = deltanet.forward_substitution_tile(tl.where(r[:, None] > r[None, :], b[:, None] * A, 0.0), C)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        K_n = contract.load_rows(k, t, cols, T, K)
+        G_n = contract.load_rows(g_cum, t, cols, tl.cdiv(T, C) * C, K)
+        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)       # the chunk's last row
+        contract.store_rows(w, t, cols, T, K,
+                            tl.dot(L_inv, b[:, None] * tl.exp(G_n) * K_n, input_precision=PRECISION))
+        contract.store_rows(qd, t, cols, T, K, tl.exp(G_n) * contract.load_rows(q, t, cols, T, K))
+        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
+        tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
+    for v0 in range(0, V, BV):
+        cols = v0 + tl.arange(0, BV)
+        V_n = contract.load_rows(v, t, cols, T, V)
+        contract.store_rows(u, t, cols, T, V, tl.dot(L_inv, b[:, None] * V_n, input_precision=PRECISION))
+    A_qk = tl.zeros([C, C], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        A_qk += decayed_scores_tile(contract.load_rows(q, t, cols, T, K), contract.load_rows(k, t, cols, T, K),
+                                    g_cum, n * C, cols, K, C, LOG_C, PRECISION)
+    contract.store_rows(a_qk, t, r, T, C, A_qk)
 
 
 def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
-    """KDA's chunked form as a Triton kernel (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
+    """KDA's chunked form as Triton kernels (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
 
-    Computes in float32 whatever the input dtype. chunk_size must be a power of two >= 16 (the
-    smallest `tl.dot` tile); head dims of any size are padded to powers of two inside. input_precision
-    "ieee" is exact float32, "tf32" uses a GPU's tensor cores (faster, relative error about 1e-3).
+    `kda_intra_chunk_kernel` for every chunk at once, then the scan over chunks and the outputs every mixer
+    shares, with the decay per key row. Computes in float32 whatever the input dtype; chunk_size is a power of two
+    >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors near 1e-3).
     Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
-    Launched by lesson 06's `launch_chunk_kernel`, with g per channel.
     """
-    return launch_chunk_kernel(kda_chunk_kernel, "channel", q, k, v, g, beta, chunk_size, initial_state,
-                               input_precision)
+    return contract.launch_chunked(kda_intra_chunk_kernel, q, k, v, g, beta, gate="channel", delta=True,
+                                   chunk_size=chunk_size, initial_state=initial_state,
+                                   input_precision=input_precision)
 
 
 # ---------------------------------------------------------------------------------------------------

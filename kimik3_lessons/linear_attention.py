@@ -28,14 +28,6 @@ def elu_feature_map(x):
     return F.elu(x) + 1
 
 
-def _prepare(q, k, v, initial_state):
-    """Check the contract, cast to the compute dtype; return (q, k, v, S0, B, H, T, K, V)."""
-    B, H, T, K, V = contract.check_inputs(q, k, v, initial_state=initial_state)
-    dtype = contract.compute_dtype(q)
-    S = q.new_zeros(B, H, K, V, dtype=dtype) if initial_state is None else initial_state.to(dtype)
-    return q.to(dtype), k.to(dtype), v.to(dtype), S, B, H, T, K, V
-
-
 def linear_attention_step(S, q_t, k_t, v_t):
     """One token (the decode step); returns (o_t, S_t).
 
@@ -55,9 +47,9 @@ def recurrent(q, k, v, initial_state=None):
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
     out_dtype = v.dtype
-    q, k, v, S, B, H, T, K, V = _prepare(q, k, v, initial_state)
-    o = q.new_empty(B, H, T, V)
-    for t in range(T):
+    q, k, v, _, _, S = contract.prepare(q, k, v, initial_state=initial_state)
+    o = q.new_empty(*v.shape)
+    for t in range(q.shape[2]):
         o[:, :, t], S = linear_attention_step(S, q[:, :, t], k[:, :, t], v[:, :, t])
     return o.to(out_dtype), S
 
@@ -70,8 +62,8 @@ def parallel(q, k, v, initial_state=None):
     tril keeps i <= t (a token sees itself). Costs O(T^2 D) time and a [T, T] score matrix per head.
     Returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]).
     """
-    out_dtype = v.dtype
-    q, k, v, S, B, H, T, K, V = _prepare(q, k, v, initial_state)
+    out_dtype, T = v.dtype, q.shape[2]
+    q, k, v, _, _, S = contract.prepare(q, k, v, initial_state=initial_state)
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     A = (q @ k.transpose(-1, -2)).masked_fill(~causal, 0)          # [B, H, T, T]
     o = q @ S + A @ v
@@ -89,8 +81,8 @@ def chunked(q, k, v, chunk_size=64, initial_state=None):
     Returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]).
     """
     contract.check_chunk_size(chunk_size)
-    out_dtype = v.dtype
-    q, k, v, S0, B, H, T, K, V = _prepare(q, k, v, initial_state)
+    out_dtype, T = v.dtype, q.shape[2]
+    q, k, v, _, _, S0 = contract.prepare(q, k, v, initial_state=initial_state)
     Q, K_, V_ = (contract.split_chunks(x, chunk_size) for x in (q, k, v))        # [B, H, N, C, D]
     causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()
     intra = (Q @ K_.transpose(-1, -2)).masked_fill(~causal, 0) @ V_       # [B, H, N, C, V]
@@ -134,65 +126,43 @@ def chunked_flops(seq_len, head_dim, chunk_size):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The Triton kernel: the chunked form, one program per (batch, head), the state on chip.
+# The Triton kernels: the chunked form's two steps. The first, here, works inside each chunk, every chunk
+# in parallel; the second, `contract.chunk_walk_kernel`, walks across the chunks with the state on chip.
+# Lessons 05-07 keep the walk and write their own intra-chunk kernel.
 
 
 @triton.jit
-def chunked_kernel(q, k, v, o, s0, s_out, T, K, V,
-                   C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                   HAS_INITIAL_STATE: tl.constexpr, PRECISION: tl.constexpr):
-    """O_n = Q_n S + tril(Q_n K_n^T) V_n;  S <- S + K_n^T V_n  for the chunks n = 0, 1, ... of one head.
+def linear_attention_intra_chunk_kernel(q, k, a_qk, T, K, C: tl.constexpr, BK: tl.constexpr,
+                                        PRECISION: tl.constexpr):
+    """A_qk = tril(Q_n K_n^T) for chunk n of head bh: the [C, C] scores of the chunk with itself.
 
-    q, k [B*H, T, K], v, o [B*H, T, V], s0, s_out [B*H, K, V], all contiguous float32. Head dims are
-    padded to the blocks BK, BV (powers of two) by masked loads; the tail chunk past T is masked too.
+    One program per (chunk, head). q, k [B*H, T, K]; a_qk [B*H, T, C]. The key dimension is summed in
+    blocks of BK columns, so the tiles stay [C, BK] at any head size; rows past T read as zeros.
     """
-    bh = tl.program_id(0)
-    q, k, v, o = q + bh * T * K, k + bh * T * K, v + bh * T * V, o + bh * T * V
-    rc, rk, rv = tl.arange(0, C), tl.arange(0, BK), tl.arange(0, BV)
-    state_offsets = rk[:, None] * V + rv[None, :]
-    state_mask = (rk[:, None] < K) & (rv[None, :] < V)
-    # The state S [BK, BV] lives on chip for the whole sequence, in float32.
-    if HAS_INITIAL_STATE:
-        S = tl.load(s0 + bh * K * V + state_offsets, mask=state_mask, other=0.0)
-    else:
-        S = tl.zeros([BK, BV], dtype=tl.float32)
-    causal = rc[:, None] >= rc[None, :]
-    for start in range(0, T, C):
-        t = start + rc
-        # Load this chunk: Q [C, BK], K^T [BK, C] (read transposed), V [C, BV]; rows past T read 0.
-        Q = tl.load(q + t[:, None] * K + rk[None, :], mask=(t[:, None] < T) & (rk[None, :] < K), other=0.0)
-        Kt = tl.load(k + t[None, :] * K + rk[:, None], mask=(t[None, :] < T) & (rk[:, None] < K), other=0.0)
-        Vc = tl.load(v + t[:, None] * V + rv[None, :], mask=(t[:, None] < T) & (rv[None, :] < V), other=0.0)
-        # Within the chunk, quadratic: A = tril(Q K^T). Across chunks, through the state: Q S.
-        A = tl.where(causal, tl.dot(Q, Kt, input_precision=PRECISION), 0.0)
-        O = tl.dot(Q, S, input_precision=PRECISION) + tl.dot(A, Vc, input_precision=PRECISION)
-        tl.store(o + t[:, None] * V + rv[None, :], O, mask=(t[:, None] < T) & (rv[None, :] < V))
-        # Fold this chunk into the state: S <- S + K^T V.
-        S += tl.dot(Kt, Vc, input_precision=PRECISION)
-    tl.store(s_out + bh * K * V + state_offsets, S, mask=state_mask)
+    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    r = tl.arange(0, C)
+    t = n * C + r
+    q, k = q + bh * T * K, k + bh * T * K
+    A_qk = tl.zeros([C, C], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        A_qk += tl.dot(contract.load_rows(q, t, cols, T, K), tl.trans(contract.load_rows(k, t, cols, T, K)),
+                       input_precision=PRECISION)
+    contract.store_rows(a_qk + bh * T * C, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
 
 
 def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="ieee"):
-    """The chunked form as a Triton kernel (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
+    """The chunked form as Triton kernels (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
 
-    One program per (batch, head) walks the chunks, keeping S on chip. Computes in float32 whatever the
-    input dtype. chunk_size must be a power of two >= 16 (the smallest tile `tl.dot` accepts); head
-    dims of any size are padded to powers of two inside. input_precision "ieee" multiplies in full
-    float32; "tf32" rounds the inputs of each product to TF32 (10-bit mantissa) for a GPU's tensor cores:
-    faster, with relative errors near 1e-3.
-    Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
+    Step 1, `linear_attention_intra_chunk_kernel`: A_qk = tril(Q_n K_n^T) for every chunk at once.
+    Step 2, `contract.chunk_walk_kernel`: per head and block of value columns, walk the chunks with S on
+    chip: O_n = Q_n S + A_qk V_n, then S <- S + K_n^T V_n.
+    Computes in float32 whatever the input dtype. chunk_size must be a power of two >= 16 (the smallest
+    tile `tl.dot` accepts); head dims of any size are padded inside. input_precision "ieee" multiplies in
+    full float32; "tf32" rounds the inputs of each product to TF32 (10-bit mantissa) for the tensor cores
+    of an A100 or H100: faster, with relative errors near 1e-3 (a T4 has no TF32: `contract.fast_input_
+    precision()` picks for the machine). Tensors must be CUDA tensors when Triton is compiled, CPU tensors
+    in interpreter mode.
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, initial_state=initial_state)
-    contract.check_triton_options(chunk_size, input_precision)
-    contract.check_triton_inputs(q=q, k=k, v=v, initial_state=initial_state)
-    out_dtype = v.dtype
-    q, k, v = (x.to(torch.float32).contiguous() for x in (q, k, v))
-    s0 = None if initial_state is None else initial_state.to(torch.float32).contiguous()
-    o = torch.empty(B, H, T, V, dtype=torch.float32, device=q.device)
-    S = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    BK, BV = (max(16, triton.next_power_of_2(n)) for n in (K, V))
-    # Without an initial state the kernel never reads s0 (HAS_INITIAL_STATE=False): S stands in for it.
-    chunked_kernel[(B * H,)](q, k, v, o, s0 if s0 is not None else S, S, T, K, V,
-                             C=chunk_size, BK=BK, BV=BV, HAS_INITIAL_STATE=s0 is not None,
-                             PRECISION=input_precision)
-    return o.to(out_dtype), S
+    return contract.launch_chunked(linear_attention_intra_chunk_kernel, q, k, v, chunk_size=chunk_size,
+                                   initial_state=initial_state, input_precision=input_precision)
