@@ -1,4 +1,6 @@
-"""`python -m kimik3_lessons run-notebooks notebooks/*.ipynb` — execute lessons in place (`make notebooks`).
+"""`python -m kimik3_lessons run-notebooks notebooks/*.ipynb` — execute lessons in place (`make notebooks`);
+`python -m kimik3_lessons compile-kernels [--check]` — compile every Triton kernel for GPU targets
+(`gpu_targets`: registers, spills, shared memory, compile time; no GPU needed).
 
 Every code cell runs top to bottom in a fresh kernel and keeps its outputs, so readers on GitHub see
 each number and figure. Cells that need a GPU or the internet guard themselves (`%%needs`, see
@@ -26,8 +28,14 @@ def run_notebook(path, timeout=1800):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compile-kernels"]:   # before a lesson module defines a kernel: compile, not interpret
+        from kimik3_lessons import gpu_targets
+        gpu_targets.compile_mode()
+        return gpu_targets.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m kimik3_lessons")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("compile-kernels", help="compile every Triton kernel for sm_75/80/90 (see --help)")
     run = sub.add_parser("run-notebooks", help="execute notebooks in place, keeping their outputs")
     run.add_argument("notebooks", nargs="+", type=Path)
     args = parser.parse_args(argv)

@@ -304,7 +304,8 @@ def chunk_scan_kernel(w, u, kd, decay, s0, h, u_new, s_out, T, K, V,
                 store_rows(u_new, t, cols_v, T, V, U_t)
             dS_top += tl.dot(tl.trans(load_rows(kd, t, cols_k, T, K)), U_t, input_precision=PRECISION)
             if SPLIT_K:
-                dS_bottom += tl.dot(tl.trans(load_rows(kd, t, BK + cols_k, T, K)), U_t, input_precision=PRECISION)
+                dS_bottom += tl.dot(tl.trans(load_rows(kd, t, BK + cols_k, T, K)), U_t,
+                                    input_precision=PRECISION)
         if DECAY:
             S_top *= tl.load(decay + n * K + cols_k, mask=cols_k < K, other=1.0)[:, None]
             if SPLIT_K:
@@ -358,8 +359,9 @@ def launch_chunked(intra_kernel, q, k, v, g=None, beta=None, *, gate=None, delta
     g_cum = None if g is None else split_chunks(g, C).cumsum(3).flatten(2, 3).contiguous()
     new = q.new_empty
     u = new(B, H, T, V) if delta else v
-    tensors = dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C), w=new(B, H, T, K) if delta else None,
-                   u=u, qd=new(B, H, T, K) if gate else q, kd=new(B, H, T, K) if gate else k,
+    tensors = dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
+                   w=new(B, H, T, K) if delta else None, u=u,
+                   qd=new(B, H, T, K) if gate else q, kd=new(B, H, T, K) if gate else k,
                    decay=new(B, H, N, K) if gate else None, s0=s0, h=new(B, H, N, K, V),
                    u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
     switches = dict(DELTA=delta, DECAY=gate is not None, HAS_S0=s0 is not None, PRECISION=input_precision)

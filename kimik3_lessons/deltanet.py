@@ -17,8 +17,9 @@ Three forms, one answer (DESIGN.md contract), each returning (o, final_state):
                     switch DELTA adds to lesson 03's scan only U' = U - W S.
 L_inv = (I + A)^{-1} comes from forward substitution: row by row (`forward_substitution`, the definition),
 by blocks of 16 rows (`blocked_forward_substitution`, the PyTorch form: fewer, larger steps), and row by row
-on a tile in the kernel (`forward_substitution_tile`: a masked reduction per row, no matrix product). `householder_product` multiplies the
-generalized Householder factors of a chunk, the matrix that the WY representation I - K^T W stands for.
+on a tile in the kernel (`forward_substitution_tile`: a masked reduction per row, no matrix product).
+`householder_product` multiplies the generalized Householder factors of a chunk, the matrix that the WY
+representation I - K^T W stands for.
 `recurrent_flops`, `chunked_flops` and the `*_flops` of the inversions count their FLOPs.
 """
 
@@ -92,7 +93,7 @@ def blocked_forward_substitution(A, block=16):
     L_inv = L_diag[..., 0, :, :]                                       # the finished rows, [..., jb, jb]
     for j in range(1, n):
         rows = slice(j * block, (j + 1) * block)
-        left = -L_diag[..., j, :, :] @ (A[..., rows, :j * block] @ L_inv)  # L_{j,<j} = -L_jj A_{j,<j} L_{<j,<j}
+        left = -L_diag[..., j, :, :] @ (A[..., rows, :j * block] @ L_inv)   # -L_jj A_{j,<j} L_{<j,<j}
         L_inv = torch.cat([torch.cat([L_inv, L_inv.new_zeros(*L_inv.shape[:-1], block)], dim=-1),
                            torch.cat([left, L_diag[..., j, :, :]], dim=-1)], dim=-2)
     return L_inv[..., :C, :C]
