@@ -271,8 +271,9 @@ def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None, input_preci
     """The chunked form as Triton kernels (forward). Returns (o in v's dtype, S [B, H, K, V] in float32).
 
     `deltanet_intra_chunk_kernel` for every chunk at once, then the shared scan over chunks with the delta
-    correction U' = U - W S, then the outputs. Computes in float32 whatever the input dtype; chunk_size is a power of two
-    >= 16 (tl.dot's smallest tile); input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+).
+    correction U' = U - W S, then the outputs. Computes in float32 whatever the input dtype; chunk_size is
+    a power of two >= 16 (tl.dot's smallest tile); input_precision "ieee" (exact float32) or "tf32"
+    (tensor cores, sm_80+).
     """
     return contract.launch_chunked(deltanet_intra_chunk_kernel, q, k, v, beta=beta, delta=True,
                                    chunk_size=chunk_size, initial_state=initial_state,

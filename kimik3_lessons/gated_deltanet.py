@@ -159,9 +159,10 @@ def gated_deltanet_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, 
         K_n = contract.load_rows(k, t, cols, T, K)
         contract.store_rows(w, t, cols, T, K,
                             tl.dot(L_inv, (b * tl.exp(G))[:, None] * K_n, input_precision=PRECISION))
-        contract.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * contract.load_rows(q, t, cols, T, K))  # decay
-        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)                            # decay
-        tl.store(decay + cols, tl.zeros([BK], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)            # decay
+        Q_n = contract.load_rows(q, t, cols, T, K)
+        contract.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * Q_n)                      # decay
+        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)                # decay
+        tl.store(decay + cols, tl.zeros([BK], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)  # decay
     for v0 in range(0, V, BV):
         cols = v0 + tl.arange(0, BV)
         V_n = contract.load_rows(v, t, cols, T, V)
