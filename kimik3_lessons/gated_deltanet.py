@@ -179,9 +179,9 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
     """The chunked form as Triton kernels (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
 
     `gated_deltanet_intra_chunk_kernel` for every chunk at once, then the scan over chunks and the outputs
-    every mixer shares, with the decay. Computes in float32 whatever the input dtype; chunk_size is a power of two
-    >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors near 1e-3).
-    Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
+    every mixer shares, with the decay. Computes in float32 whatever the input dtype; chunk_size is a
+    power of two >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors
+    near 1e-3). Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
     """
     return contract.launch_chunked(gated_deltanet_intra_chunk_kernel, q, k, v, g, beta, gate="scalar",
                                    delta=True, chunk_size=chunk_size, initial_state=initial_state,

@@ -42,7 +42,8 @@ def compile_mode():
     """Make the lesson modules define compilable kernels (call it before anything imports triton) and let
     ptxas report its registers and spills. `python -m kimik3_lessons compile-kernels` does this."""
     if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") == "1":
-        raise RuntimeError("Triton already runs in the interpreter in this Python: use compile_in_subprocess()")
+        raise RuntimeError("Triton already runs in the interpreter in this Python: "
+                           "use compile_in_subprocess()")
     os.environ["TRITON_INTERPRET"] = "0"
     os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -58,16 +59,17 @@ def course_kernels(head_dim, chunk_size, families=FAMILIES):
     intra = dict(C=C, LOG_C=C.bit_length() - 1, BK=contract.SLICE, BV=contract.SLICE)
     scan = dict(C=C, **sizes, HAS_S0=True)
     kernels = [
-        (("linear_attention",), "linear attention: intra-chunk", linear_attention.linear_attention_intra_chunk_kernel,
-         intra, launch["intra"], mixer),
-        (("deltanet",), "DeltaNet: intra-chunk", deltanet.deltanet_intra_chunk_kernel, intra, launch["intra"], mixer),
+        (("linear_attention",), "linear attention: intra-chunk",
+         linear_attention.linear_attention_intra_chunk_kernel, intra, launch["intra"], mixer),
+        (("deltanet",), "DeltaNet: intra-chunk", deltanet.deltanet_intra_chunk_kernel, intra, launch["intra"],
+         mixer),
         (("gated_deltanet",), "gated DeltaNet: intra-chunk", gated_deltanet.gated_deltanet_intra_chunk_kernel,
          intra, launch["intra"], mixer),
         (("kda",), "KDA: intra-chunk", kda.kda_intra_chunk_kernel, intra, launch["intra"], mixer),
         (("linear_attention",), "scan, linear attention", contract.chunk_scan_kernel,
          dict(scan, DELTA=False, DECAY=False), launch["scan"], mixer),
-        (("deltanet",), "scan, DeltaNet (DELTA)", contract.chunk_scan_kernel, dict(scan, DELTA=True, DECAY=False),
-         launch["scan"], mixer),
+        (("deltanet",), "scan, DeltaNet (DELTA)", contract.chunk_scan_kernel,
+         dict(scan, DELTA=True, DECAY=False), launch["scan"], mixer),
         (("gated_deltanet", "kda"), "scan, gated DeltaNet and KDA (DELTA, DECAY)", contract.chunk_scan_kernel,
          dict(scan, DELTA=True, DECAY=True), launch["scan"], mixer),
         (FAMILIES[:4], "output, all four mixers", contract.chunk_output_kernel, dict(C=C, **sizes),
@@ -81,7 +83,8 @@ def course_kernels(head_dim, chunk_size, families=FAMILIES):
 
 def signature(kernel, constexprs, types):
     """Triton's signature for `kernel`: constexprs by value, scalars by their type, tensors as pointers."""
-    return {name: "constexpr" if name in constexprs else types.get(name, types["*"]) for name in kernel.arg_names}
+    return {name: "constexpr" if name in constexprs else types.get(name, types["*"])
+            for name in kernel.arg_names}
 
 
 def cpu_seconds():
@@ -156,7 +159,8 @@ def problems(row, max_seconds=MAX_SECONDS):
     if row["spill_bytes"]:
         found.append(f"spills {row['spill_bytes']} bytes to local memory")
     if row["shared_bytes"] > row["shared_limit"]:
-        found.append(f"needs {row['shared_bytes']} bytes of shared memory, the target has {row['shared_limit']}")
+        found.append(f"needs {row['shared_bytes']} bytes of shared memory, "
+                     f"the target has {row['shared_limit']}")
     if row["seconds"] > max_seconds:
         found.append(f"compiled in {row['seconds']:.1f} CPU s > {max_seconds:.0f} s")
     return found
@@ -167,8 +171,8 @@ def table(rows):
     lines = ["| kernel | head dim | C | target | precision | compile (CPU s) | registers | spill (bytes) | "
              "shared memory (KiB) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        head = f"| {r['kernel']} | {r['head_dim'] or '-'} | {r['chunk'] or '-'} | {r['target']} ({r['gpu']}) " \
-               f"| {r['precision']} | {r['seconds']:.1f} |"
+        head = (f"| {r['kernel']} | {r['head_dim'] or '-'} | {r['chunk'] or '-'} | {r['target']} "
+                f"({r['gpu']}) | {r['precision']} | {r['seconds']:.1f} |")
         if "error" in r:
             lines.append(f"{head} error: {r['error'][:60]} | | |")
         else:

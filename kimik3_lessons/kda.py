@@ -161,14 +161,14 @@ def decayed_scores_tile(X, Y, g_cum, t0, cols, K, C: tl.constexpr, LOG_C: tl.con
     r = tl.arange(0, C)
     G = contract.load_rows(g_cum, t0 + r, cols, t0 + C, K)
     P = tl.where(r[:, None] == r[None, :], tl.dot(X, tl.trans(Y), input_precision=PRECISION), 0.0)
-    for level in range(LOG_C):                           # a loop, not unrolled: one level's tiles live at a time
+    for level in range(LOG_C):                           # a loop, not unrolled: one level's tiles at a time
         s = C >> level
         h = s // 2
         upper = (r % s) < h                                  # in the upper half of its block
         ref = (r // s) * s + h - 1                           # the block's reference row
         G_ref = contract.load_rows(g_cum, t0 + ref, cols, t0 + C, K)   # row i: G at its reference row
-        X_i = X * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                       # e^{G_i - G_r} <= 1
-        Y_j = tl.where(upper[:, None], Y * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)  # e^{G_r - G_j}
+        X_i = X * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                   # e^{G_i - G_r} <= 1
+        Y_j = tl.where(upper[:, None], Y * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)  # <= 1 too
         quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= h) & upper[None, :]
         P += tl.where(quadrant, tl.dot(X_i, tl.trans(Y_j), input_precision=PRECISION), 0.0)
     return P
@@ -207,7 +207,7 @@ def kda_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, decay, T, K
         cols = k0 + tl.arange(0, BK)
         K_n = contract.load_rows(k, t, cols, T, K)
         G_n = contract.load_rows(g_cum, t, cols, tl.cdiv(T, C) * C, K)
-        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)       # the chunk's last row
+        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)     # the chunk's last row
         contract.store_rows(w, t, cols, T, K,
                             tl.dot(L_inv, b[:, None] * tl.exp(G_n) * K_n, input_precision=PRECISION))
         contract.store_rows(qd, t, cols, T, K, tl.exp(G_n) * contract.load_rows(q, t, cols, T, K))
@@ -220,8 +220,8 @@ def kda_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, decay, T, K
     A_qk = tl.zeros([C, C], dtype=tl.float32)
     for k0 in range(0, K, BK):
         cols = k0 + tl.arange(0, BK)
-        A_qk += decayed_scores_tile(contract.load_rows(q, t, cols, T, K), contract.load_rows(k, t, cols, T, K),
-                                    g_cum, n * C, cols, K, C, LOG_C, PRECISION)
+        Q_n, K_n = contract.load_rows(q, t, cols, T, K), contract.load_rows(k, t, cols, T, K)
+        A_qk += decayed_scores_tile(Q_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)
     contract.store_rows(a_qk, t, r, T, C, A_qk)
 
 
@@ -229,9 +229,9 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
     """KDA's chunked form as Triton kernels (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
 
     `kda_intra_chunk_kernel` for every chunk at once, then the scan over chunks and the outputs every mixer
-    shares, with the decay per key row. Computes in float32 whatever the input dtype; chunk_size is a power of two
-    >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors near 1e-3).
-    Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
+    shares, with the decay per key row. Computes in float32 whatever the input dtype; chunk_size is a
+    power of two >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors
+    near 1e-3). Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
     """
     return contract.launch_chunked(kda_intra_chunk_kernel, q, k, v, g, beta, gate="channel", delta=True,
                                    chunk_size=chunk_size, initial_state=initial_state,
