@@ -23,7 +23,7 @@ WORKERS ?= 2
 SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-figures
 TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)" MPLBACKEND=Agg OMP_NUM_THREADS=1
 
-.PHONY: lab test notebooks bench lint clean
+.PHONY: lab test notebooks bench lint clean student times
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,15 @@ test-browser: $(STAMP)
 # copy): make set-repo REPO=owner/name. Without REPO, prints the current one and checks they all agree.
 set-repo:
 	$(PYTHON) tools/repo_url.py $(if $(REPO),--set $(REPO))
+
+# The course a teacher hands out: outputs cleared, solutions left out (STUDENT=<folder>, default build/student).
+STUDENT ?= build/student
+student:
+	$(PYTHON) tools/student_edition.py $(STUDENT)
+
+# Run every notebook once, timed, and write the table of docs/teaching.md (run it on an idle machine).
+times: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python tools/notebook_times.py
 
 # Execute notebooks in place (outputs kept for readers on GitHub) and refresh figures/.
 # NOTEBOOKS=notebooks/05*.ipynb runs some; ONLINE=1 lets the `%%needs internet` cells download.
