@@ -71,7 +71,7 @@ student:
 
 # Run every notebook once, timed, and write the table of docs/teaching.md (run it on an idle machine).
 times: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python tools/notebook_times.py
+	$(BIN)/python tools/notebook_times.py
 
 # Execute notebooks in place (outputs kept for readers on GitHub) and refresh figures/.
 # NOTEBOOKS=notebooks/05*.ipynb runs some; ONLINE=1 lets the `%%needs internet` cells download.

@@ -30,7 +30,8 @@ def machine():
     import torch
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     cpu = platform.processor() or platform.machine()
-    return f"{cpu}, {os.cpu_count()} cores, {gpu}, Python {platform.python_version()}, torch {torch.__version__}"
+    return (f"{cpu}, {os.cpu_count()} cores, {gpu}, Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
 
 
 def run(path):
