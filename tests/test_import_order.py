@@ -1,0 +1,56 @@
+"""Import order does not matter: a script or notebook may import triton, or flash-linear-attention (which
+imports triton), before kimik3_lessons, and the kernels still run (in the interpreter on a CPU). Each case
+runs in a fresh interpreter, because the first import of triton is what decides."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+RUN_KERNELS = """
+import torch
+from kimik3_lessons import deltanet, kda, linear_attention, moe
+torch.manual_seed(0)
+q, k, v = (torch.randn(1, 2, 37, 16) for _ in range(3))
+k = torch.nn.functional.normalize(k, dim=-1)
+beta, g = torch.rand(1, 2, 37), -torch.rand(1, 2, 37, 16)
+pairs = [(linear_attention.recurrent(q, k, v), linear_attention.triton_chunked(q, k, v, chunk_size=16)),
+         (deltanet.recurrent(q, k, v, beta), deltanet.triton_chunked(q, k, v, beta, chunk_size=16)),
+         (kda.recurrent(q, k, v, g, beta), kda.triton_chunked(q, k, v, g, beta, chunk_size=16))]
+for (o_ref, _), (o, _) in pairs:
+    assert (o - o_ref).abs().max() <= 1e-4 * o_ref.abs().max(), (o - o_ref).abs().max()
+x = torch.randn(1000)
+assert (moe.situ_triton(x, x) - moe.situ(x, x)).abs().max() < 1e-5
+print("kernels ok")
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is the CPU's; with a GPU Triton compiles")
+@pytest.mark.parametrize("first", [
+    "",                                                          # the package first: the usual order
+    "import triton\nimport triton.language as tl\n",             # triton first
+    "import warnings\nwarnings.simplefilter('ignore')\nimport fla.ops.kda.naive\nimport fla\n",  # the reference library
+])
+def test_kernels_run_whatever_was_imported_first(first):
+    done = subprocess.run([sys.executable, "-c", first + RUN_KERNELS], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and "kernels ok" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is the CPU's; with a GPU Triton compiles")
+def test_a_triton_that_cannot_be_switched_says_what_to_do():
+    """If the switch to the interpreter fails (here: a Triton without the class it needs), importing the
+    package raises a RuntimeError that names the fix, instead of kernels failing later with a riddle."""
+    script = """
+import triton, triton.language
+import triton.runtime.interpreter as interpreter
+del interpreter.InterpretedFunction          # stands in for a Triton whose internals moved
+try:
+    import kimik3_lessons
+except RuntimeError as err:
+    print(err)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "import kimik3_lessons before triton" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "TRITON_INTERPRET=1" in done.stdout
