@@ -18,8 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # What a student gets, and what stays with the teacher.
 KEEP = ["kimik3_lessons", "notebooks", "figures", "tests", "benchmarks", "browser_tests", "tools", "Makefile",
-        "conftest.py",
-        "pyproject.toml", "environment.yml", ".gitignore"]
+        "conftest.py", "pyproject.toml", "environment.yml", ".gitignore"]
 LEAVE_OUT = ["solutions", "tests/test_exercises.py", "docs"]
 
 README = """# kimik3-lessons — student edition
