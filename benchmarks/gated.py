@@ -1,90 +1,120 @@
-"""Recurrent vs chunked gated DeltaNet and KDA on the CPU, and flash-linear-attention's naive_chunk_kda.
+"""Gated DeltaNet and KDA, the recurrence against the chunked form, timed side by side (forward, float32).
 
-    .venv/bin/python benchmarks/gated.py [--lengths 1024 4096 16384] [--batch 2 --heads 8 --dim 64]
+    .venv/bin/python benchmarks/gated.py [--batch 2] [--heads 8] [--seq-len 1024 4096 16384]
+        [--head-dim 64] [--chunk-size 64] [--repeat 3]
 
-Prints, for each sequence length, the median time of each form side by side and the ratios, and checks
-at the reference size (B=2, H=8, T=4096, D=64): chunked >= 3x faster than recurrent for both ops, and
-KDA chunked >= 5x faster than FLA's naive_chunk_kda. All forms run in float32 with the same inputs.
+Times `recurrent` (token by token) and `chunked` (at each --chunk-size) of gated DeltaNet and of KDA, and
+flash-linear-attention's pure-PyTorch chunked KDA `naive_chunk_kda` at the same chunk sizes ([B, T, H, D],
+transposed outside the timed call, unscaled), at each --seq-len, on the same inputs: random q, unit keys
+k, v, per-channel log decays g in [-0.1, 0] (gated DeltaNet gets their mean over the channels) and beta
+in (0, 1). The forms are timed in turn, round after round (`lab.time_in_turn`), so that a load change on
+a shared machine hits them alike; the recurrences run once per length, the others report the median of
+--repeat rounds.
+Requires, at T = 4096: chunked >= 3x faster than recurrent for both mixers (the first --chunk-size), and
+KDA's chunked >= 5x faster than FLA's naive_chunk_kda at each chunk size; at every size, the two chunked
+KDA forms agree. Otherwise it prints `FAIL: <what>` and exits with status 1 (benchmarks/README.md).
 """
 
 import argparse
+import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
 
 from kimik3_lessons import gated_deltanet, kda, lab
 
-
-def inputs(B, H, T, D, seed=0):
-    """Random q, unit keys k, v, per-channel log decays g in [-0.1, 0] and beta in (0, 1), [B, H, T, D]."""
-    gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(B, H, T, D, generator=gen) for _ in range(3))
-    g = -0.1 * torch.rand(B, H, T, D, generator=gen)
-    beta = torch.rand(B, H, T, generator=gen)
-    return q, F.normalize(k, dim=-1), v, g, beta
+CHECK_T = 4096
 
 
-def fla_naive_chunk_kda(q, k, v, g, beta):
-    """FLA's pure-PyTorch chunked KDA reference, in its [B, T, H, D] layout, unscaled; T % 64 == 0."""
-    from fla.ops.kda.naive import naive_chunk_kda
-    o, _ = naive_chunk_kda(*(x.transpose(1, 2) for x in (q, k, v, g, beta)), scale=1.0, chunk_size=64)
-    return o.transpose(1, 2)
+def fla_naive_chunk_kda(q, k, v, g, beta, chunk_size):
+    """FLA's pure-PyTorch chunked KDA, unscaled, on [B, T, H, ...] tensors; o [B, H, T, D] back (a view)."""
+    with warnings.catch_warnings():  # FLA warns, on import, that its Triton kernels need a GPU: we use none
+        warnings.simplefilter("ignore")
+        from fla.ops.kda.naive import naive_chunk_kda
+    o, S = naive_chunk_kda(q, k, v, g, beta, scale=1.0, chunk_size=chunk_size, output_final_state=True)
+    return o.transpose(1, 2), S
 
 
-def time_forms(q, k, v, g, beta, repeat):
-    """Median seconds of each form on the same inputs (gated DeltaNet gets the channel mean of g).
+def ratio(seconds, slow, fast):
+    """'3.21x', how many times `fast` is faster than `slow`; '-' where one of them was not timed."""
+    return f"{seconds[slow] / seconds[fast]:.2f}x" if slow in seconds and fast in seconds else "-"
 
-    The forms take turns, one call each per round, so that a machine shared with other work slows
-    them alike and the ratios stay meaningful.
-    """
-    g_head = g.mean(-1)
-    forms = {
-        "gdn_rec": (gated_deltanet.recurrent, g_head), "gdn_chunk": (gated_deltanet.chunked, g_head),
-        "kda_rec": (kda.recurrent, g), "kda_chunk": (kda.chunked, g), "fla": (fla_naive_chunk_kda, g),
-    }
-    calls = {name: (fn, (q, k, v, gate, beta)) for name, (fn, gate) in forms.items()}
-    return lab.time_in_turn(calls, repeat, warmup=False)
+
+def check_ratios(results, ratios, failures):
+    """Print each required ratio at T = CHECK_T; one below its minimum is a failure."""
+    if CHECK_T not in results:
+        print(f"the required ratios are checked at T={CHECK_T}, which --seq-len does not include")
+        return
+    s = results[CHECK_T]
+    for label, slow, fast, minimum in ratios:
+        if slow in s and fast in s:
+            print(f"at T={CHECK_T}: {label} = {ratio(s, slow, fast)} (required >= {minimum:.2g}x)")
+            if s[slow] / s[fast] < minimum:
+                failures.append(f"at T={CHECK_T}, {fast} is {ratio(s, slow, fast)} as fast as {slow} "
+                                f"({s[fast]:.3f} s vs {s[slow]:.3f} s), required >= {minimum:.2g}x")
+
+
+def agree(failures, name, reference, form, rtol=1e-4):
+    """Run two of the timed calls, (fn, args), and compare their outputs (`lab.check_close`, float32);
+    a mismatch is recorded as a failure instead of raised."""
+    ref, out = (fn(*args) for fn, args in (reference, form))
+    try:
+        lab.check_close(name, ref[0], out[0], rtol=rtol)
+    except AssertionError as error:
+        failures.append(str(error))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--seq-len", type=int, nargs="+", default=[1024, 4096, 16384])
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--chunk-size", type=int, nargs="+", default=[64])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    lab.setup()
-    torch.set_grad_enabled(False)
-    B, H, D = args.batch, args.heads, args.dim
-    print(f"B={B}, H={H}, D={D}, chunk 64, float32, {torch.get_num_threads()} torch threads; seconds, "
-          f"median of {args.repeat} runs (1 run above T=4096)\n")
+    dev = lab.setup()
+    B, H, D, C0 = args.batch, args.heads, args.head_dim, args.chunk_size[0]
+    print(f"\nB={B}, H={H}, D={D}, float32, forward; seconds: median of {args.repeat} rounds "
+          f"(recurrent: one run)\n")
 
-    header = (f"{'T':>6} | {'GDN rec':>8} {'GDN chunk':>9} {'ratio':>6} | {'KDA rec':>8} {'KDA chunk':>9} "
-              f"{'ratio':>6} | {'FLA naive':>9} {'FLA/ours':>8}")
-    rows, ratios = [], {}
-    for T in args.lengths:
-        q, k, v, g, beta = inputs(B, H, T, D)
-        lab.check_close(f"T={T}: KDA chunked vs FLA naive_chunk_kda", fla_naive_chunk_kda(q, k, v, g, beta),
-                        kda.chunked(q, k, v, g, beta)[0])
-        s = time_forms(q, k, v, g, beta, repeat=args.repeat if T <= 4096 else 1)
-        r = ratios[T] = {"gdn": s["gdn_rec"] / s["gdn_chunk"], "kda": s["kda_rec"] / s["kda_chunk"],
-                         "fla": s["fla"] / s["kda_chunk"]}
-        rows.append(f"{T:>6} | {s['gdn_rec']:>8.3f} {s['gdn_chunk']:>9.3f} {r['gdn']:>5.1f}x | "
-                    f"{s['kda_rec']:>8.3f} {s['kda_chunk']:>9.3f} {r['kda']:>5.1f}x | "
-                    f"{s['fla']:>9.3f} {r['fla']:>7.1f}x")
-    print("\n" + header + "\n" + "-" * len(header) + "\n" + "\n".join(rows))
+    forms = ["GDN rec", *(f"GDN C={C}" for C in args.chunk_size), "KDA rec",
+             *(f"{form} C={C}" for C in args.chunk_size for form in ("KDA", "FLA"))]
+    # (label, slower form, faster form, the least ratio required at T = CHECK_T)
+    ratios = [(f"{m} rec/C={C0}", f"{m} rec", f"{m} C={C0}", 3.0) for m in ("GDN", "KDA")]
+    ratios += [(f"FLA/KDA C={C}", f"FLA C={C}", f"KDA C={C}", 5.0) for C in args.chunk_size]
+    rows, results, failures = [], {}, []
+    for T in args.seq_len:
+        q, k, v = (torch.randn(B, H, T, D, device=dev) for _ in range(3))
+        k = F.normalize(k, dim=-1)
+        g = -0.1 * torch.rand(B, H, T, D, device=dev)
+        beta = torch.rand(B, H, T, device=dev)
+        g_head = g.mean(-1)
+        calls = {"GDN rec": (gated_deltanet.recurrent, (q, k, v, g_head, beta)),
+                 "KDA rec": (kda.recurrent, (q, k, v, g, beta))}
+        for C in args.chunk_size:
+            calls[f"GDN C={C}"] = (gated_deltanet.chunked, (q, k, v, g_head, beta, C))
+            calls[f"KDA C={C}"] = (kda.chunked, (q, k, v, g, beta, C))
+            if T % C == 0:   # FLA's chunk form needs whole chunks
+                bthd = [x.transpose(1, 2).contiguous() for x in (q, k, v, g, beta)]
+                calls[f"FLA C={C}"] = (fla_naive_chunk_kda, (*bthd, C))
+                agree(failures, f"T={T}: FLA's naive_chunk_kda == KDA chunked, C={C}", calls[f"FLA C={C}"],
+                      calls[f"KDA C={C}"])
+        s = results[T] = lab.time_in_turn(calls, args.repeat, once=("GDN rec", "KDA rec"))
+        cells = [f"{s[name]:.3f}" if name in s else "skip (T % C)" for name in forms]
+        rows.append(f"{T:>6}" + "".join(f"{c:>14}" for c in cells)
+                    + "".join(f"{ratio(s, slow, fast):>16}" for _, slow, fast, _ in ratios))
 
-    print("\nreproduce: .venv/bin/python benchmarks/gated.py " + " ".join(
-        f"--{n} {' '.join(map(str, v)) if isinstance(v, list) else v}" for n, v in vars(args).items()))
-    if (B, H, D) == (2, 8, 64) and 4096 in ratios:
-        r = ratios[4096]
-        assert r["gdn"] >= 3, f"gated DeltaNet: chunked should be >= 3x recurrent, got {r['gdn']:.1f}x"
-        assert r["kda"] >= 3, f"KDA: chunked should be >= 3x recurrent, got {r['kda']:.1f}x"
-        assert r["fla"] >= 5, f"KDA chunked should be >= 5x FLA's naive_chunk_kda, got {r['fla']:.1f}x"
-        print(f"✓ T=4096: chunked/recurrent {r['gdn']:.1f}x (GDN), {r['kda']:.1f}x (KDA) >= 3x; "
-              f"KDA chunked {r['fla']:.1f}x faster than FLA's naive_chunk_kda (>= 5x)")
+    print(f"\n{'T':>6}" + "".join(f"{name:>14}" for name in forms) + "".join(f"{r[0]:>16}" for r in ratios))
+    print("\n".join(rows))
+    print("\nGDN: gated DeltaNet; skip (T % C): FLA's chunk form needs T to be a multiple of the chunk size")
+    print("reproduce: .venv/bin/python benchmarks/gated.py " + " ".join(sys.argv[1:]))
+    check_ratios(results, ratios, failures)
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

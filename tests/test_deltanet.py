@@ -1,8 +1,8 @@
 """DeltaNet (lesson 05), what is its own: the delta rule is a product of Householder factors, the WY
-representation is that product, the three ways to invert I + A (row by row, by blocks, and the kernels'
-doubling) agree with LAPACK, and the FLOP counts count the products the forms run. The contract every
-form keeps (the forms agree, carry their state, train, take half precision, refuse bad input, match
-FLA) is tested in test_mixers.py."""
+representation is that product, the three ways to invert I + A (row by row, by blocks of rows, and row
+by row on a tile, as the kernels do) agree with LAPACK, and the FLOP counts count the products the
+forms run. The contract every form keeps (the forms agree, carry their state, train, take half
+precision, refuse bad input, match FLA) is tested in test_mixers.py."""
 
 import pytest
 import torch
@@ -66,23 +66,24 @@ def test_forward_substitution_flops_count_the_products_it_runs(C):
 
 
 @triton.jit
-def invert_tile_kernel(a, l_inv, C: tl.constexpr, LOG_C: tl.constexpr):
-    """Read one [C, C] tile A, write (I + A)^{-1} as the kernels compute it (`dn.invert_unit_lower`)."""
+def invert_tile_kernel(a, l_inv, C: tl.constexpr):
+    """Read one [C, C] tile A; write (I + A)^{-1} as the kernels do (`dn.forward_substitution_tile`)."""
     r = tl.arange(0, C)
     tile = r[:, None] * C + r[None, :]
-    tl.store(l_inv + tile, dn.invert_unit_lower(tl.load(a + tile), C, LOG_C, "ieee"))
+    tl.store(l_inv + tile, dn.forward_substitution_tile(tl.load(a + tile), C))
 
 
 @pytest.mark.parametrize("C", [16, 32, 64])
-def test_triton_doubling_inverts_unit_lower_triangular(C):
-    """The kernels' inverse by doubling (a tile cannot be read row by row), in float32, against LAPACK."""
+def test_forward_substitution_on_a_tile_inverts_unit_lower_triangular(C):
+    """The kernels' inverse (row by row on a tile, with masks: a tile cannot be indexed), in float32,
+    against LAPACK's solver."""
     A = unit_lower(C, seed=C)[0, 0]
     I = torch.eye(C, dtype=torch.float64)
     device = "cpu" if contract.interpreted() else "cuda"
     a = A.to(device, torch.float32)
     L_inv = torch.empty_like(a)
-    invert_tile_kernel[(1,)](a, L_inv, C=C, LOG_C=C.bit_length() - 1)
-    lab.check_close("invert_unit_lower vs solve_triangular",
+    invert_tile_kernel[(1,)](a, L_inv, C=C)
+    lab.check_close("forward_substitution_tile vs solve_triangular",
                     torch.linalg.solve_triangular(I + A, I, upper=False), L_inv)
 
 

@@ -88,6 +88,7 @@ def call(mixer, form, x, **kwargs):
 
 
 def as_float64(x):
+    """The same inputs in float64 (for the reference recurrence)."""
     return {name: t if t is None else t.double() for name, t in x.items()}
 
 
@@ -134,7 +135,7 @@ def test_forms_equal_the_recurrence_in_float64(mixer, form, chunk_size, gen):
 @pytest.mark.parametrize("B, H, T, K, V, chunk_size", [
     (1, 2, 40, 8, 8, 16),        # many chunks; head dims below the smallest tile, padded inside
     (1, 1, 70, 24, 40, 32),      # K != V, neither a power of two; V > 32 splits over two programs
-    (2, 2, 100, 32, 32, 64),     # a masked tail chunk
+    (2, 1, 100, 32, 32, 64),     # a masked tail chunk
     (1, 1, 50, 16, 16, 128),     # one chunk longer than T
 ], ids=lambda p: str(p))
 @pytest.mark.parametrize("mixer, form", TRITON)
@@ -180,7 +181,7 @@ def test_recurrent_on_one_token_is_the_decode_step(mixer, gen):
 def test_half_precision_in_half_precision_out_computed_in_float32(mixer, form, dtype, gen):
     """Outputs come back in the input dtype (within its rounding of the float64 recurrence on the same
     rounded inputs); the state, in float32, is exact to float32: the work was done in float32."""
-    x = inputs(mixer, gen, T=50, dtype=dtype, state=False)
+    x = inputs(mixer, gen, H=1, T=50, dtype=dtype, state=False)
     o_ref, S_ref = call(mixer, "recurrent", as_float64(x))
     o, S = call(mixer, form, x, **({"chunk_size": CHUNK[form]} if form in CHUNK else {}))
     assert o.dtype == dtype and S.dtype == torch.float32, (o.dtype, S.dtype)
@@ -228,6 +229,9 @@ def test_chunked_gradients_equal_the_recurrence(mixer, gen):
 # keep float64 inputs in float64 (`naive_chunk_linear_attn`, `delta_rule_chunkwise`) at float64's 1e-9.
 
 
+FLA_CHUNK = 32   # the chunk of FLA's chunk references (`naive_chunk_linear_attn` has its own: 64), and ours
+
+
 def bthd(x):
     """[B, H, T, ...] <-> [B, T, H, ...]."""
     return x.transpose(1, 2)
@@ -254,7 +258,7 @@ def fla_delta_rule_recurrence(x):
 def fla_delta_rule_chunkwise(x):
     from fla.ops.delta_rule.naive import delta_rule_chunkwise
     K = x["q"].shape[-1]
-    return delta_rule_chunkwise(x["q"] * K**0.5, x["k"], x["v"], x["beta"], chunk_size=32)
+    return delta_rule_chunkwise(x["q"] * K**0.5, x["k"], x["v"], x["beta"], chunk_size=FLA_CHUNK)
 
 
 def fla_gated_delta_rule_recurrent(x):
@@ -268,7 +272,8 @@ def fla_gated_delta_rule_recurrent(x):
 def fla_gated_delta_rule_chunk(x):
     from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule
     o, S = naive_chunk_gated_delta_rule(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
-                                        initial_state=x["initial_state"], output_final_state=True)
+                                        chunk_size=FLA_CHUNK, initial_state=x["initial_state"],
+                                        output_final_state=True)
     return bthd(o), S
 
 
@@ -282,7 +287,7 @@ def fla_kda_recurrent(x):
 def fla_kda_chunk(x):
     from fla.ops.kda.naive import naive_chunk_kda
     o, S = naive_chunk_kda(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
-                           initial_state=x["initial_state"], output_final_state=True)
+                           chunk_size=FLA_CHUNK, initial_state=x["initial_state"], output_final_state=True)
     return bthd(o), S
 
 
@@ -298,13 +303,13 @@ FLA = {"linear_attention": [(fla_linear_attention_recurrent, True, 1e-5),
 @pytest.mark.parametrize("mixer, form", FORMS)
 @pytest.mark.parametrize("reference", [0, 1], ids=["recurrent", "chunk"])
 def test_agrees_with_flash_linear_attention(mixer, form, reference, gen):
-    """T = 128, a multiple of the chunk that FLA's chunk references need (64 and 32)."""
+    """T = 64, two chunks of 32: FLA's chunk references need whole chunks (`naive_chunk_linear_attn`: 64)."""
     fla, takes_state, rtol = FLA[str(mixer)][reference]
-    x = inputs(mixer, gen, T=128, K=16, V=24, state=takes_state)
+    x = inputs(mixer, gen, T=64, K=16, V=24, state=takes_state)
     o_ref, S_ref = fla(x)
     if form == "triton_chunked":             # in float32: the kernel's tolerance
         x, rtol = {name: t if t is None else t.float() for name, t in x.items()}, max(rtol, 1e-4)
-    o, S = call(mixer, form, x)
+    o, S = call(mixer, form, x, **({"chunk_size": FLA_CHUNK} if form in CHUNK else {}))
     lab.check_close(f"{mixer} {form} vs FLA's {fla.__name__} o", o_ref, o, rtol=rtol)
     if S_ref is not None:
         lab.check_close(f"{mixer} {form} vs FLA's {fla.__name__} S", S_ref, S, rtol=rtol)
@@ -313,12 +318,11 @@ def test_agrees_with_flash_linear_attention(mixer, form, reference, gen):
 # ---------------------------------------------------------------------------------------------------
 # Bad input: a ValueError whose message names the argument (matched from its start)
 
-B_, H_, T_, K_, V_ = 1, 2, 20, 16, 12
-
 
 def bad_inputs(mixer):
-    """(id, the inputs changed, the message's leading phrase) for everything the contract refuses."""
-    x = inputs(mixer, torch.Generator().manual_seed(0), B_, H_, T_, K_, V_, dtype=torch.float32)
+    """Good float32 inputs with B, H, T, K, V = 1, 2, 20, 16, 12, and for everything the contract refuses:
+    (id, the inputs changed, the message's leading phrase)."""
+    x = inputs(mixer, torch.Generator().manual_seed(0), B=1, H=2, T=20, K=16, V=12, dtype=torch.float32)
     q, k, v, S0 = x["q"], x["k"], x["v"], x["initial_state"]
     qkv, v_like_q = "[B, H, T, K] = [1, 2, 20, 16]", "v must be [B, H, T, V] = [1, 2, 20, V] like q"
     cases = [
@@ -404,13 +408,13 @@ def test_linear_attention_takes_no_gate_and_no_write_strength():
     """Linear attention's forms have no g or beta (the signature test); given one anyway, positionally
     or to the contract's check, it is refused, named."""
     x, _ = bad_inputs(LINEAR_ATTENTION)
-    q, k, v, g = x["q"], x["k"], x["v"], -torch.rand(B_, H_, T_)
+    q, k, v, g = x["q"], x["k"], x["v"], -torch.rand(1, 2, 20)
     with pytest.raises(ValueError, match="^" + re.escape("g must be None: this mixer has no decay, "
                                                          "got [1, 2, 20]")):
         contract.check_inputs(q, k, v, g=g)
     with pytest.raises(ValueError, match="^" + re.escape("beta must be None: linear attention has no write "
                                                          "strength, got [1, 2, 20]")):
-        contract.check_inputs(q, k, v, beta=torch.rand(B_, H_, T_))
+        contract.check_inputs(q, k, v, beta=torch.rand(1, 2, 20))
     with pytest.raises(ValueError, match="^" + re.escape("initial_state must be [B, H, K, V] = "
                                                          "[1, 2, 16, 12], got [1, 2, 20]")):
         linear_attention.recurrent(q, k, v, g)            # g lands on initial_state
