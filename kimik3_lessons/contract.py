@@ -115,7 +115,8 @@ def prepare(q, k, v, g=None, beta=None, initial_state=None, *, gate=None, delta=
 def check_chunk_size(chunk_size, power_of_two=False):
     """A chunk size is a positive integer (a power of two where a Triton kernel tiles by it)."""
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        got = shape_str(chunk_size) if isinstance(chunk_size, torch.Tensor) else repr(chunk_size)
+        raise ValueError(f"chunk_size must be a positive integer, got {got}")
     if power_of_two and chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size must be a power of two for the Triton kernel, got {chunk_size}")
 

@@ -100,6 +100,7 @@ def normalized(form, q, k, v, **kwargs):
     features (elu_feature_map) the denominator is positive and o_t is a weighted average of the v_i.
     kwargs (chunk_size, initial_state) go to `form`. Returns (o [B, H, T, V], [S | z] [B, H, K, V + 1]).
     """
+    contract.check_inputs(q, k, v)            # before [v | 1]: an error must name the v the caller passed
     ones = v.new_ones(*v.shape[:-1], 1)
     o, state = form(q, k, torch.cat([v, ones], dim=-1), **kwargs)
     return o[..., :-1] / o[..., -1:], state
