@@ -254,6 +254,18 @@ def store_rows(ptr, t, cols, T, width, x):
 
 
 @triton.jit
+def dot_rows(x, y, t, T, K, C: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """X Y^T [C, C] for the rows t of x, y [T, K] (a chunk's scores, e.g. Q K^T), summed over K in slices
+    of BK columns so that no tile is wider than BK."""
+    XY = tl.zeros([C, C], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        X, Y = load_rows(x, t, cols, T, K), load_rows(y, t, cols, T, K)
+        XY += tl.dot(X, tl.trans(Y), input_precision=PRECISION)
+    return XY
+
+
+@triton.jit
 def times_state(x, t, T, K, S_top, S_bottom, BK: tl.constexpr, SPLIT_K: tl.constexpr,
                 PRECISION: tl.constexpr):
     """X S for the rows t of x [T, K] and the state S = [S_top; S_bottom] (key rows 0..BK-1, BK..2BK-1):

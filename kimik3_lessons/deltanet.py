@@ -229,6 +229,16 @@ def forward_substitution_tile(A, C: tl.constexpr):
 
 
 @triton.jit
+def wy_slices(L_inv, scale, x, out, t, T, width, BW: tl.constexpr, PRECISION: tl.constexpr):
+    """out = L_inv diag(scale) X for the rows t of x [T, width] (W from K, U from V), written BW columns
+    at a time: the WY form's products, in slices."""
+    for c0 in range(0, width, BW):
+        cols = c0 + tl.arange(0, BW)
+        X = scale[:, None] * contract.load_rows(x, t, cols, T, width)
+        contract.store_rows(out, t, cols, T, width, tl.dot(L_inv, X, input_precision=PRECISION))
+
+
+@triton.jit
 def deltanet_intra_chunk_kernel(q, k, v, beta, a_qk, w, u, T, K, V,
                                 C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr):
     """Everything chunk n of head bh needs from itself (rows t = nC ... nC + C - 1, zeros past T):
@@ -246,24 +256,11 @@ def deltanet_intra_chunk_kernel(q, k, v, beta, a_qk, w, u, T, K, V,
     q, k, v, a_qk, w, u = q + bh * T * K, k + bh * T * K, v + bh * T * V, a_qk + bh * T * C, \
         w + bh * T * K, u + bh * T * V
     b = tl.load(beta + bh * T + t, mask=t < T, other=0.0)
-    A = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        K_n = contract.load_rows(k, t, k0 + tl.arange(0, BK), T, K)
-        A += tl.dot(K_n, tl.trans(K_n), input_precision=PRECISION)
+    A = contract.dot_rows(k, k, t, T, K, C, BK, PRECISION)                                # K K^T
     L_inv = forward_substitution_tile(tl.where(r[:, None] > r[None, :], b[:, None] * A, 0.0), C)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        K_n = contract.load_rows(k, t, cols, T, K)
-        contract.store_rows(w, t, cols, T, K, tl.dot(L_inv, b[:, None] * K_n, input_precision=PRECISION))
-    for v0 in range(0, V, BV):
-        cols = v0 + tl.arange(0, BV)
-        V_n = contract.load_rows(v, t, cols, T, V)
-        contract.store_rows(u, t, cols, T, V, tl.dot(L_inv, b[:, None] * V_n, input_precision=PRECISION))
-    A_qk = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        A_qk += tl.dot(contract.load_rows(q, t, cols, T, K), tl.trans(contract.load_rows(k, t, cols, T, K)),
-                       input_precision=PRECISION)
+    wy_slices(L_inv, b, k, w, t, T, K, BK, PRECISION)                                   # W = L_inv diag(b) K
+    wy_slices(L_inv, b, v, u, t, T, V, BV, PRECISION)                                   # U = L_inv diag(b) V
+    A_qk = contract.dot_rows(q, k, t, T, K, C, BK, PRECISION)                             # Q K^T
     contract.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
 
 

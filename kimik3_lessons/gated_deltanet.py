@@ -148,30 +148,18 @@ def gated_deltanet_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, 
     G_C = tl.load(g_cum + bh * tl.cdiv(T, C) * C + n * C + C - 1)                          # decay
     lower = r[:, None] >= r[None, :]
     Gamma = tl.where(lower, tl.exp(tl.where(lower, G[:, None] - G[None, :], 0.0)), 0.0)    # decay: never > 1
-    A = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        K_n = contract.load_rows(k, t, k0 + tl.arange(0, BK), T, K)
-        A += tl.dot(K_n, tl.trans(K_n), input_precision=PRECISION)
+    A = contract.dot_rows(k, k, t, T, K, C, BK, PRECISION)
     A = tl.where(r[:, None] > r[None, :], b[:, None] * A * Gamma, 0.0)                     # decay: * Gamma
     L_inv = deltanet.forward_substitution_tile(A, C)
-    for k0 in range(0, K, BK):
+    deltanet.wy_slices(L_inv, b * tl.exp(G), k, w, t, T, K, BK, PRECISION)                # decay: b e^G
+    deltanet.wy_slices(L_inv, b, v, u, t, T, V, BV, PRECISION)
+    for k0 in range(0, K, BK):                                                             # decay
         cols = k0 + tl.arange(0, BK)
-        K_n = contract.load_rows(k, t, cols, T, K)
-        contract.store_rows(w, t, cols, T, K,
-                            tl.dot(L_inv, (b * tl.exp(G))[:, None] * K_n, input_precision=PRECISION))
-        Q_n = contract.load_rows(q, t, cols, T, K)
-        contract.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * Q_n)                      # decay
-        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)                # decay
-        tl.store(decay + cols, tl.zeros([BK], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)  # decay
-    for v0 in range(0, V, BV):
-        cols = v0 + tl.arange(0, BV)
-        V_n = contract.load_rows(v, t, cols, T, V)
-        contract.store_rows(u, t, cols, T, V, tl.dot(L_inv, b[:, None] * V_n, input_precision=PRECISION))
-    A_qk = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        A_qk += tl.dot(contract.load_rows(q, t, cols, T, K), tl.trans(contract.load_rows(k, t, cols, T, K)),
-                       input_precision=PRECISION)
+        Q_n, K_n = contract.load_rows(q, t, cols, T, K), contract.load_rows(k, t, cols, T, K)
+        contract.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * Q_n)
+        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)
+        tl.store(decay + cols, tl.zeros([BK], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)
+    A_qk = contract.dot_rows(q, k, t, T, K, C, BK, PRECISION)
     contract.store_rows(a_qk, t, r, T, C, A_qk * Gamma)                                    # decay: * Gamma
 
 

@@ -213,10 +213,7 @@ def kda_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, decay, T, K
         contract.store_rows(qd, t, cols, T, K, tl.exp(G_n) * contract.load_rows(q, t, cols, T, K))
         contract.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
         tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
-    for v0 in range(0, V, BV):
-        cols = v0 + tl.arange(0, BV)
-        V_n = contract.load_rows(v, t, cols, T, V)
-        contract.store_rows(u, t, cols, T, V, tl.dot(L_inv, b[:, None] * V_n, input_precision=PRECISION))
+    deltanet.wy_slices(L_inv, b, v, u, t, T, V, BV, PRECISION)                         # U = L_inv diag(b) V
     A_qk = tl.zeros([C, C], dtype=tl.float32)
     for k0 in range(0, K, BK):
         cols = k0 + tl.arange(0, BK)

@@ -143,12 +143,7 @@ def linear_attention_intra_chunk_kernel(q, k, a_qk, T, K, C: tl.constexpr, BK: t
     n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     r = tl.arange(0, C)
     t = n * C + r
-    q, k = q + bh * T * K, k + bh * T * K
-    A_qk = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        A_qk += tl.dot(contract.load_rows(q, t, cols, T, K), tl.trans(contract.load_rows(k, t, cols, T, K)),
-                       input_precision=PRECISION)
+    A_qk = contract.dot_rows(q + bh * T * K, k + bh * T * K, t, T, K, C, BK, PRECISION)     # Q K^T
     contract.store_rows(a_qk + bh * T * C, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
 
 
