@@ -3,7 +3,8 @@
 Every piece was built in an earlier lesson; this module only stacks them:
 
     h_0 = E[idx]                                             token embedding, no positional encoding
-    for layer l = 0 … L-1 (L = 4 · cycles + 1: cycles × (KDA, KDA, KDA, MLA), then one last MLA):
+    for layer l = 0 … L-1 (L = 4 · cycles + 1: cycles × (KDA, KDA, KDA, MLA), then one last MLA;
+                           the article counts the 23 cycles only, 92 layers: `final_mla=False`):
         a_l = Mixer_l( RMSNorm( AttnRes_{2l}(sources) ) )    KDA (lesson 07) or gated NoPE MLA (lesson 08)
         m_l = FFN_l( RMSNorm( AttnRes_{2l+1}(sources) ) )    SiTU MLP in layer 0, latent MoE after (lesson 09)
     logits = W_lm RMSNorm( AttnRes_{2L}(sources) )           untied LM head
@@ -16,12 +17,15 @@ numbers per token).
 - `KimiK3Config`: `.full()` (the published shapes), `.tiny()` (the same structure, small widths)
 - `layer_kinds`: the mixer of every layer; `count_parameters`: total / active / per component, from
   the shapes alone; `decode_memory_bytes`: what decoding holds against context length
-- `KimiK3`: the runnable model, `forward(idx, cache=None) -> (logits, cache)`
+- `KimiK3`: the runnable model, `forward(idx, cache=None) -> (logits, cache)`; `memory=False` runs
+  every mixer `without_memory` (no token reads another's KDA state or MLA latents), the control of the
+  recall task the tiny model learns
 """
 
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from kimik3_lessons import attnres, mla, moe
@@ -30,7 +34,8 @@ from kimik3_lessons.kda import KDACache, KDAConfig, KimiDeltaAttention
 
 @dataclass(frozen=True)
 class KimiK3Config:
-    """The shapes of a KimiK3 model. Layer kinds: `num_cycles` × (`kda_per_cycle` KDA, 1 MLA) + 1 MLA."""
+    """The shapes of a KimiK3 model. Layer kinds: `num_cycles` × (`kda_per_cycle` KDA, 1 MLA), then one
+    last MLA layer (`final_mla`; the published configuration has it, the article's 23 cycles do not)."""
     vocab_size: int
     hidden_size: int
     num_cycles: int
@@ -58,11 +63,14 @@ class KimiK3Config:
     attnres_block_size: int
     norm_eps: float = 1e-5
     chunk_size: int = 64  # KDA's chunk length for prompts: how it computes, not a shape
+    final_mla: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.final_mla, bool):
+            raise ValueError(f"final_mla must be True or False, got {self.final_mla!r}")
         for name, value in self.__dict__.items():
             smallest = 0 if name == "kda_per_cycle" else 1   # no KDA layers at all: an all-MLA stack
-            if name != "norm_eps" and (not isinstance(value, int) or value < smallest):
+            if name not in ("norm_eps", "final_mla") and (not isinstance(value, int) or value < smallest):
                 raise ValueError(f"{name} must be an integer >= {smallest}, got {value!r}")
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k must be at most num_experts = {self.num_experts}, got {self.top_k}")
@@ -95,7 +103,7 @@ class KimiK3Config:
 
     @property
     def num_layers(self):
-        return self.num_cycles * (self.kda_per_cycle + 1) + 1
+        return self.num_cycles * (self.kda_per_cycle + 1) + self.final_mla
 
     def mla_config(self):
         """The shapes of one MLA layer: query LoRA, NoPE (the rotary part stays, unrotated), output gate."""
@@ -117,9 +125,9 @@ class KimiK3Config:
 
 
 def layer_kinds(config):
-    """The mixer of each layer, in order: `num_cycles` × (kda × kda_per_cycle, mla), then one last mla.
-    Full KimiK3: 93 entries, MLA at 1-based positions 4, 8, …, 92 and 93."""
-    return (["kda"] * config.kda_per_cycle + ["mla"]) * config.num_cycles + ["mla"]
+    """The mixer of each layer, in order: `num_cycles` × (kda × kda_per_cycle, mla), then one last mla
+    if `config.final_mla`. Full KimiK3: 93 entries, MLA at 1-based positions 4, 8, …, 92 and 93."""
+    return (["kda"] * config.kda_per_cycle + ["mla"]) * config.num_cycles + ["mla"] * config.final_mla
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -221,13 +229,35 @@ class DecoderLayer(nn.Module):
         self.mlp = moe.SiTUMLP(D, config.dense_intermediate_size) if dense else \
             moe.LatentMoE(config.moe_config())
 
-    def attention(self, h, cache):
+    def attention(self, h, cache, memory=True):
         """The mixer on RMSNorm(h) [B, T, D], continuing `cache` -> (output, the layer's new cache).
-        (MLA attends over its latents absorbed when decoding one token, explicitly on a prompt.)"""
-        return self.self_attn(self.input_layernorm(h), cache)
+        (MLA attends over its latents absorbed when decoding one token, explicitly on a prompt.)
+        memory=False: `without_memory`, and no cache."""
+        x = self.input_layernorm(h)
+        return self.self_attn(x, cache) if memory else (without_memory(self.self_attn, x), None)
 
     def ffn(self, h):
         return self.mlp(self.post_attention_layernorm(h))
+
+
+def without_memory(mixer, x):
+    """The mixer with no memory of the past: each token of x [B, T, D] read as a sequence of its own, so
+    no token reads another's KDA state or MLA latents (a KDA state starts empty at every token, an MLA
+    token attends to itself alone). KDA's short convolutions keep their window: each one-token sequence
+    gets, as its convolution tails, the projections of the W - 1 real tokens before it. What is left can
+    see W - 1 tokens back per KDA layer, and nothing further. Returns y [B, T, D]."""
+    B, T, D = x.shape
+    if not isinstance(mixer, KimiDeltaAttention):
+        return mixer(x.reshape(B * T, 1, D))[0].view(B, T, D)
+    W, H, K = mixer.config.conv_size, mixer.num_heads, mixer.head_dim
+
+    def tails(proj):                   # [B T, H K, W - 1]: the projections of the W - 1 tokens before each
+        before = F.pad(proj(x), (0, 0, W - 1, 0)).unfold(1, W - 1, 1)[:, :T]           # [B, T, H K, W - 1]
+        return before.reshape(B * T, H * K, W - 1)
+
+    empty = KDACache(x.new_zeros(B * T, H, K, K), tails(mixer.q_proj), tails(mixer.k_proj),
+                     tails(mixer.v_proj))
+    return mixer(x.reshape(B * T, 1, D), empty)[0].view(B, T, D)
 
 
 class KimiK3(nn.Module):
@@ -271,16 +301,19 @@ class KimiK3(nn.Module):
                 raise ValueError(f"cache[{l}] must be a {expected.__name__} ({kind} layer), "
                                  f"got {type(entry).__name__}")
 
-    def forward(self, idx, cache=None):
-        """The call protocol of BlockAttnRes (lesson 10), with each mixer continuing its cache."""
+    def forward(self, idx, cache=None, memory=True):
+        """The call protocol of BlockAttnRes (lesson 10), with each mixer continuing its cache.
+        memory=False runs every mixer `without_memory` (the recall task's control): returns (logits, None)."""
         self.check_inputs(idx, cache)
+        if cache is not None and not memory:
+            raise ValueError("memory=False reads no past, so it takes no cache")
         cache = [None] * len(self.layers) if cache is None else cache
         res = self.attn_res
         state = res.start(self.embed_tokens(idx))
         new_cache = []
         for l, layer in enumerate(self.layers):
-            out, layer_cache = layer.attention(res.mix_before_attention(state, l), cache[l])
+            out, layer_cache = layer.attention(res.mix_before_attention(state, l), cache[l], memory)
             state.add_sublayer_output(out)
             state.add_sublayer_output(layer.ffn(res.mix_before_mlp(state, l)))
             new_cache.append(layer_cache)
-        return self.lm_head(self.norm(res.mix_final(state))), new_cache
+        return self.lm_head(self.norm(res.mix_final(state))), new_cache if memory else None

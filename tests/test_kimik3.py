@@ -179,3 +179,53 @@ def test_bad_inputs():
         dataclasses.replace(TINY, top_k=TINY.num_experts + 1)
     with pytest.raises(ValueError, match="hidden_size"):
         dataclasses.replace(TINY, hidden_size=0)
+
+
+def test_the_article_count_drops_the_final_mla_layer():
+    article = dataclasses.replace(FULL, final_mla=False)
+    assert article.num_layers == 92 == 23 * 4                 # the article's 23 cycles, nothing on top
+    assert kimik3.layer_kinds(article) == kimik3.layer_kinds(FULL)[:-1]
+    with torch.device("meta"):
+        model = kimik3.KimiK3(article)
+    assert kimik3.count_parameters(article)["total"] == sum(p.numel() for p in model.parameters())
+    with pytest.raises(ValueError, match="final_mla must be True or False"):
+        dataclasses.replace(TINY, final_mla=1)
+
+
+def test_without_memory_is_each_token_alone_with_its_convolution_window():
+    """Reference: for every position t, the layer continues a cache built from the W - 1 real tokens
+    before t (their convolution tails), with the KDA state emptied; an MLA layer sees token t alone."""
+    torch.manual_seed(0)
+    model = kimik3.KimiK3(TINY).double()
+    x = torch.randn(2, 11, TINY.hidden_size, dtype=torch.float64)
+    W = TINY.conv_size
+    for layer in (model.layers[0].self_attn, model.layers[3].self_attn):      # a KDA and an MLA mixer
+        with torch.no_grad():
+            out = kimik3.without_memory(layer, x)
+            for t in range(x.shape[1]):
+                cache = None
+                if isinstance(layer, kimik3.KimiDeltaAttention) and t > 0:
+                    _, before = layer(x[:, max(0, t - W + 1):t])
+                    cache = KDACache(torch.zeros_like(before.S), before.q_tail, before.k_tail, before.v_tail)
+                ref, _ = layer(x[:, t:t + 1], cache)
+                lab.check_close(f"{type(layer).__name__} without memory, token {t}", ref, out[:, t:t + 1])
+
+
+def test_without_memory_sees_no_further_than_the_convolutions():
+    config = dataclasses.replace(TINY, num_cycles=1)
+    reach = kimik3.layer_kinds(config).count("kda") * (config.conv_size - 1)
+    torch.manual_seed(0)
+    model = kimik3.KimiK3(config).double()
+    idx = torch.randint(0, config.vocab_size, (2, 20))
+    changed = idx.clone()
+    changed[:, 0] = (changed[:, 0] + 1) % config.vocab_size
+    with torch.no_grad():
+        delta = {m: (model(idx, memory=m)[0] - model(changed, memory=m)[0]).abs().amax((0, 2))
+                 for m in (True, False)}
+    assert delta[False][reach + 1:].max() < 1e-12 and delta[False][reach] > 0   # exactly the reach
+    assert delta[True][reach + 1:].min() > 0
+    logits, cache = model(idx, memory=False)
+    assert cache is None
+    _, cache = model(idx)
+    with pytest.raises(ValueError, match="memory=False reads no past"):
+        model(idx[:, :1], cache, memory=False)
