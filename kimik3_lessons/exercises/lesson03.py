@@ -1,9 +1,24 @@
-"""Lesson 03's exercises: the chunked form as an explicit loop over chunks."""
+"""Lesson 03's exercises: the chunked form as a loop over chunks, the states every chunk starts from (one
+cumsum), and the intra-chunk scores as the first Triton kernel stores them."""
+
+import random
 
 import torch
 
-from kimik3_lessons import linear_attention
+from kimik3_lessons import contract, linear_attention
 from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+
+F64 = torch.float64
+
+
+def _features(*shape):
+    """Random positive features phi(x) = elu(x) + 1, as the layers feed the forms."""
+    return linear_attention.elu_feature_map(torch.randn(*shape, dtype=F64))
+
+
+def _close(ref, out, rtol=1e-9):
+    return isinstance(out, torch.Tensor) and out.shape == ref.shape and \
+        bool((out.double() - ref).abs().max() <= rtol * ref.abs().max())
 
 
 @exercise("03.1", "chunked_loop", "the chunked form as a loop over chunks", difficulty=2)
@@ -22,3 +37,76 @@ def check_chunked_loop(chunked_loop):
     err_S = expect_close("the final state", S_ref, S, hint="Hint: S <- S + K_n^T V_n after every chunk, "
                          "starting from initial_state.")
     return f"outputs and final state equal the recurrence (relative errors {err_o:.0e}, {err_S:.0e})"
+
+
+@exercise("03.2", "chunk_states", "the state every chunk starts from, by one cumsum", difficulty=1)
+def check_chunk_states(chunk_states):
+    B, H, K, V = 2, 3, 7, 5
+    C = random.choice([4, 8, 16])
+    T = random.randint(3 * C + 1, 6 * C - 1)              # never a multiple of C: the last chunk is padded
+    k, v = _features(B, H, T, K), torch.randn(B, H, T, V, dtype=F64)
+    S0 = torch.randn(B, H, K, V, dtype=F64)
+    N = -(-T // C)
+    # The reference: the recurrence's state after the first n*C tokens, for every chunk n.
+    ref = torch.stack([linear_attention.recurrent(k[:, :, :n * C], k[:, :, :n * C], v[:, :, :n * C],
+                                                  initial_state=S0)[1] if n else S0
+                       for n in range(N)], dim=2)
+    out = attempt(chunk_states, k.clone(), v.clone(), C, S0.clone())
+    expect_tensor("the states", out, (B, H, N, K, V))
+    writes = contract.split_chunks(k, C).transpose(-1, -2) @ contract.split_chunks(v, C)
+    known = {"chunk n's entry includes chunk n's own write K_n^T V_n: that is the state *after* the chunk. "
+             "The output of chunk n needs the state it starts from, S_n = S_0 + the writes of chunks 0..n-1 "
+             "(an exclusive prefix sum: put S_0 first, then drop the last entry)":
+             S0[:, :, None] + writes.cumsum(2),
+             "the initial state is missing: S_0 = initial_state, and every later S_n starts from it too":
+             ref - S0[:, :, None],
+             "these are the chunks' own writes K_n^T V_n, not yet summed over the chunks before":
+             writes}
+    for explanation, wrong in known.items():
+        if not _close(ref, out) and _close(wrong, out):
+            raise Wrong(f"the states differ from the reference: {explanation}.")
+    err = expect_close("the states", ref, out, row_dim=2,
+                       hint="Hint: the chunk writes K_n^T V_n for all chunks at once (split_chunks), then "
+                            "torch.cat([S_0, writes]).cumsum over the chunk dimension.")
+    return f"{N} chunks of {C} (T = {T}): every S_n equals the recurrence's state (relative error {err:.0e})"
+
+
+def kernel_scores(q, k, C):
+    """A_qk as `linear_attention_intra_chunk_kernel` writes it, [B, H, T, C] float32: the kernel itself, run
+    through the launcher's own `contract.launch` (compiled on a GPU, interpreted on a CPU)."""
+    B, H, T, K = q.shape
+    device = "cpu" if contract.interpreted() else "cuda"
+    q32, k32 = (x.to(device, torch.float32).contiguous() for x in (q, k))
+    a_qk = q32.new_zeros(B, H, T, C)
+    contract.launch(linear_attention.linear_attention_intra_chunk_kernel, (-(-T // C), B * H),
+                    dict(q=q32, k=k32, a_qk=a_qk), contract.LAUNCH["intra"], T=T, K=K, C=C,
+                    BK=contract.SLICE, PRECISION="ieee")
+    return a_qk.cpu()
+
+
+@exercise("03.3", "intra_chunk_scores", "the intra-chunk scores, as the first kernel stores them",
+          difficulty=2)
+def check_intra_chunk_scores(intra_chunk_scores):
+    B, H, K, C = 1, 2, random.choice([12, 20]), 16
+    T = random.randint(2 * C + 1, 3 * C - 1)              # the last chunk is partial
+    q, k = _features(B, H, T, K), _features(B, H, T, K)
+    ref = kernel_scores(q, k, C).double()
+    out = attempt(intra_chunk_scores, q.clone(), k.clone(), C)
+    expect_tensor("A_qk", out, (B, H, T, C))
+    scores = contract.split_chunks(q, C) @ contract.split_chunks(k, C).transpose(-1, -2)    # [B, H, N, C, C]
+    as_rows = lambda A: contract.merge_chunks(A, T)                                          # noqa: E731
+    known = {"the diagonal is missing (tril(-1)): a token sees itself, q_t . k_t belongs to its own output":
+             as_rows(scores.tril(-1)),
+             "nothing is masked: row t of a chunk may only see the keys up to t (tril), never later ones":
+             as_rows(scores),
+             "rows and columns are swapped: row t holds q_t . k_j (query t against key j), not k_t . q_j":
+             as_rows(scores.transpose(-1, -2).tril())}
+    for explanation, wrong in known.items():
+        if not _close(ref, out, 1e-5) and _close(wrong, out, 1e-5):
+            raise Wrong(f"A_qk differs from what the kernel stores: {explanation}.")
+    err = expect_close("A_qk", ref, out, rtol=1e-5,
+                       hint="Hint: split q and k into chunks, tril(Q_n K_n^T) per chunk, then merge_chunks "
+                            "back to [B, H, T, C]: row t holds its scores against the C keys of its own "
+                            "chunk.")
+    return (f"equals linear_attention_intra_chunk_kernel's A_qk at T = {T}, K = {K}, C = {C} "
+            f"(relative error {err:.0e}: float32 kernel)")

@@ -1,0 +1,121 @@
+"""Lesson 05a's exercises: forward substitution as the article writes it (in place), and the WY form of a
+chunk."""
+
+import random
+
+import torch
+import torch.nn.functional as F
+
+from kimik3_lessons import deltanet
+from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+
+F64 = torch.float64
+
+
+def _close(ref, out, rtol=1e-9):
+    return isinstance(out, torch.Tensor) and out.shape == ref.shape and \
+        bool((out.double() - ref).abs().max() <= rtol * ref.abs().max())
+
+
+def _chunk(N, C, K, V):
+    """N chunks of DeltaNet inputs: unit keys, values, betas in (0, 1)."""
+    k = F.normalize(torch.randn(N, C, K, dtype=F64), dim=-1)
+    return k, torch.randn(N, C, V, dtype=F64), torch.rand(N, C, dtype=F64)
+
+
+def _strict_tril(k, beta):
+    return torch.tril(beta[..., None] * (k @ k.transpose(-1, -2)), diagonal=-1)
+
+
+@exercise("05a.1", "forward_substitution_in_place", "forward substitution as the article writes it, in place",
+          difficulty=2)
+def check_forward_substitution_in_place(forward_substitution_in_place):
+    N, C = 3, random.randint(9, 40)
+    k, _, beta = _chunk(N, C, 16, 1)
+    A_delta = _strict_tril(k, beta)                                          # what DeltaNet inverts
+    A_random = torch.randn(N, C, C, dtype=F64).tril(-1) * (0.5 / C**0.5)    # any strictly lower-triangular A
+    worst_rows, worst_inv = 0.0, 0.0
+    for what, A in (("a DeltaNet chunk's A", A_delta), ("a random strictly lower-triangular A", A_random)):
+        given = A.clone()
+        out = attempt(forward_substitution_in_place, given)
+        if not torch.equal(given, A):
+            raise Wrong("your function changed the A it was given: work in place on a copy (A.clone()), the "
+                        "caller still needs A (DeltaNet builds W and U from it, and checks compare with it).")
+        expect_tensor("(I + A)^{-1}", out, A.shape)
+        ref = deltanet.forward_substitution(A)
+        I = torch.eye(C, dtype=F64)
+        known = {"the identity is missing: the loop leaves X = (I + A)^{-1} - I in the buffer; add I at the "
+                 "end": ref - I,
+                 "row i was updated with its whole row, diagonal included, after the identity was added: the "
+                 "sum runs over the finished rows j < i only (use X[i, :i], not X[i, :])":
+                 _full_row(A),
+                 "each row was computed from the original A, not from the rows already finished: in place, "
+                 "row i must read the rows j < i as they are *after* their own update":
+                 _from_original(A)}
+        for explanation, wrong in known.items():
+            if not _close(ref, out) and _close(wrong, out):
+                raise Wrong(f"for {what}: {explanation}.")
+        hint = ("Hint: keep X = (I + A)^{-1} - I in a copy of -A. Row i of X is -A_i - A_i X, and A_i is "
+                "zero from column i on, so only the finished rows j < i count; add I at the end.")
+        worst_rows = max(worst_rows, expect_close(f"(I + A)^{{-1}} for {what}", ref, out, hint=hint))
+        inverse = torch.linalg.inv(I + A)
+        worst_inv = max(worst_inv, expect_close(f"(I + A)^{{-1}} against torch.linalg.inv, for {what}",
+                                                inverse, out, rtol=1e-8, hint=hint))
+    return (f"C = {C}: equals deltanet.forward_substitution (relative error {worst_rows:.0e}) and "
+            f"torch.linalg.inv(I + A) ({worst_inv:.0e}), and A is left as it was")
+
+
+def _full_row(A):
+    """Identity first, then row i updated with its whole row (diagonal included)."""
+    X = torch.eye(A.shape[-1], dtype=A.dtype) - A
+    for i in range(1, A.shape[-1]):
+        X[..., i, :i] = (X[..., i, None, :] @ X[..., :, :i])[..., 0, :]
+    return X
+
+
+def _from_original(A):
+    """Every row from the original A, not from the finished rows."""
+    X = -A.clone()
+    for i in range(1, A.shape[-1]):
+        X[..., i, :i] = -A[..., i, :i] + (-A[..., i, None, :i] @ -A[..., :i, :i])[..., 0, :]
+    return X + torch.eye(A.shape[-1], dtype=A.dtype)
+
+
+@exercise("05a.2", "wy_form", "the WY form of a chunk: W and U", difficulty=2)
+def check_wy_form(wy_form):
+    N, C, K, V = 4, random.randint(5, 24), 12, 7                # K != V catches a transposed product
+    k, v, beta = _chunk(N, C, K, V)
+    W_ref, U_ref = deltanet.wy_representation(k, v, beta)
+    out = attempt(wy_form, k.clone(), v.clone(), beta.clone())
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise Wrong(f"return a pair (W, U), got {type(out).__name__}")
+    W, U = out
+    expect_tensor("W", W, W_ref.shape)
+    expect_tensor("U", U, U_ref.shape)
+    L_inv = deltanet.forward_substitution(_strict_tril(k, beta))
+    wrong_side = deltanet.forward_substitution(torch.tril(k @ k.transpose(-1, -2) * beta[..., None, :], -1))
+    with_diagonal = torch.linalg.inv(torch.eye(C, dtype=F64)
+                                     + torch.tril(beta[..., None] * (k @ k.transpose(-1, -2))))
+    bk = beta[..., None] * k
+    known_W = {"beta is on the wrong side of K K^T: A_ij = beta_i (k_i . k_j), row i scaled by its own beta "
+               "(diag(beta) K K^T), not column j":
+               wrong_side @ bk,
+               "A keeps its diagonal: A = strict_tril(diag(beta) K K^T), below the diagonal only "
+               "(tril(..., -1))":
+               with_diagonal @ bk,
+               "beta is missing on the right: W = L_inv diag(beta) K, not L_inv K":
+               L_inv @ k}
+    for explanation, wrong in known_W.items():
+        if not _close(W_ref, W) and _close(wrong, W):
+            raise Wrong(f"W differs from wy_representation's: {explanation}.")
+    err_W = expect_close("W", W_ref, W, hint="Hint: A = tril(diag(beta) K K^T, -1), L_inv = (I + A)^{-1} "
+                         "(deltanet.forward_substitution), W = L_inv (beta[..., None] * K).")
+    if not _close(U_ref, U) and _close(L_inv @ v, U):
+        raise Wrong("U differs from wy_representation's: beta is missing, U = L_inv diag(beta) V, not "
+                    "L_inv V.")
+    err_U = expect_close("U", U_ref, U, hint="Hint: U = L_inv (beta[..., None] * V), with the L_inv of W.")
+    P = deltanet.householder_product(k, beta)
+    err_P = expect_close("I - K^T W against the product of the chunk's Householder factors", P,
+                         torch.eye(K, dtype=F64) - k.transpose(-1, -2) @ W)
+    return (f"{N} chunks of C = {C}: W and U equal wy_representation's ({err_W:.0e}, {err_U:.0e}), and "
+            f"I - K^T W = H_C ... H_1 ({err_P:.0e})")

@@ -1,0 +1,129 @@
+"""Solutions to lesson 05b's exercises (kept out of the lesson notebook and of the student edition)."""
+
+import torch
+
+from kimik3_lessons import deltanet
+
+
+def state_pass(W, U, K, S):
+    """Chunk after chunk: S_n = S (recorded), U'_n = U_n - W_n S, then S <- S + K_n^T U'_n."""
+    S_n, U_new = [], []
+    for n in range(U.shape[2]):
+        S_n.append(S)
+        U_new.append(U[:, :, n] - W[:, :, n] @ S)
+        S = S + K[:, :, n].transpose(-1, -2) @ U_new[-1]
+    return torch.stack(S_n, dim=2), torch.stack(U_new, dim=2), S
+
+
+def prefill_then_decode(q, k, v, beta, n_prefill):
+    """deltanet.chunked over the first n_prefill tokens, then delta_rule_step from its final state."""
+    p = n_prefill
+    o_prefill, S = deltanet.chunked(q[:, :, :p], k[:, :, :p], v[:, :, :p], beta[:, :, :p], chunk_size=16)
+    outputs = [o_prefill]
+    for t in range(p, q.shape[2]):
+        o_t, S = deltanet.delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        outputs.append(o_t[:, :, None])
+    return torch.cat(outputs, dim=2)
+
+
+def forward_substitution_masked(A):
+    """(I + A)^{-1} of a [C, C] tile as forward_substitution_tile computes it: no row indexing, only masks
+    and sums. Step i picks row i of A, forms A_i L_inv, and writes e_i - A_i L_inv into row i."""
+    C = A.shape[-1]
+    r = torch.arange(C, device=A.device)
+    L_inv = torch.eye(C, dtype=A.dtype, device=A.device)
+    for i in range(1, C):
+        A_i = torch.where(r[:, None] == i, A, 0).sum(0)                       # row i of A, [C]
+        A_i_L_inv = (A_i[:, None] * L_inv).sum(0)                              # A_i L_inv, [C]
+        L_inv = torch.where(r[:, None] == i, L_inv - A_i_L_inv[None, :], L_inv)
+    return L_inv
+
+
+# Plausible wrong answers, for the tests of the exercise checks (tests/test_exercises.py): each must fail.
+
+def _state_pass_uncorrected_update(W, U, K, S):
+    """Computes U' but adds K^T U (the uncorrected writes) to the state."""
+    S_n, U_new = [], []
+    for n in range(U.shape[2]):
+        S_n.append(S)
+        U_new.append(U[:, :, n] - W[:, :, n] @ S)
+        S = S + K[:, :, n].transpose(-1, -2) @ U[:, :, n]
+    return torch.stack(S_n, dim=2), torch.stack(U_new, dim=2), S
+
+
+def _state_pass_records_after_update(W, U, K, S):
+    """Records each chunk's state after its update instead of the state it starts from."""
+    S_n, U_new = [], []
+    for n in range(U.shape[2]):
+        U_new.append(U[:, :, n] - W[:, :, n] @ S)
+        S = S + K[:, :, n].transpose(-1, -2) @ U_new[-1]
+        S_n.append(S)
+    return torch.stack(S_n, dim=2), torch.stack(U_new, dim=2), S
+
+
+def _state_pass_zero_start(W, U, K, S):
+    """Ignores the incoming state and starts from zeros."""
+    return state_pass(W, U, K, torch.zeros_like(S))
+
+
+def _prefill_then_decode_zero_state(q, k, v, beta, n_prefill):
+    """Decodes from an empty state, as if the prompt had not been read."""
+    p = n_prefill
+    o_prefill, S = deltanet.chunked(q[:, :, :p], k[:, :, :p], v[:, :, :p], beta[:, :, :p])
+    S = torch.zeros_like(S)
+    outputs = [o_prefill]
+    for t in range(p, q.shape[2]):
+        o_t, S = deltanet.delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        outputs.append(o_t[:, :, None])
+    return torch.cat(outputs, dim=2)
+
+
+def _prefill_then_decode_state_not_carried(q, k, v, beta, n_prefill):
+    """Every decode step starts from the prefill's state: the steps forget each other's writes."""
+    p = n_prefill
+    o_prefill, S = deltanet.chunked(q[:, :, :p], k[:, :, :p], v[:, :, :p], beta[:, :, :p])
+    outputs = [o_prefill]
+    for t in range(p, q.shape[2]):
+        o_t, _ = deltanet.delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        outputs.append(o_t[:, :, None])
+    return torch.cat(outputs, dim=2)
+
+
+def _forward_substitution_masked_no_identity(A):
+    """Starts from zeros: L_inv = 0 stays 0 but for the rows it writes."""
+    C = A.shape[-1]
+    r = torch.arange(C)
+    L_inv = torch.zeros(C, C, dtype=A.dtype)
+    for i in range(1, C):
+        A_i = torch.where(r[:, None] == i, A, 0).sum(0)
+        L_inv = torch.where(r[:, None] == i, L_inv - (A_i[:, None] * L_inv).sum(0)[None, :], L_inv)
+    return L_inv
+
+
+def _forward_substitution_masked_every_row(A):
+    """Forgets the row mask on the update: every row changes at every step."""
+    C = A.shape[-1]
+    r = torch.arange(C)
+    L_inv = torch.eye(C, dtype=A.dtype)
+    for i in range(1, C):
+        A_i = torch.where(r[:, None] == i, A, 0).sum(0)
+        L_inv = L_inv - (A_i[:, None] * L_inv).sum(0)[None, :]
+    return L_inv
+
+
+def _forward_substitution_masked_wrong_axis(A):
+    """Sums the masked A over the columns: a vector with row i's sum at position i, not row i itself."""
+    C = A.shape[-1]
+    r = torch.arange(C)
+    L_inv = torch.eye(C, dtype=A.dtype)
+    for i in range(1, C):
+        A_i = torch.where(r[:, None] == i, A, 0).sum(1)
+        L_inv = torch.where(r[:, None] == i, L_inv - (A_i[:, None] * L_inv).sum(0)[None, :], L_inv)
+    return L_inv
+
+
+WRONG_ANSWERS = {"05b.1": [_state_pass_uncorrected_update, _state_pass_records_after_update,
+                           _state_pass_zero_start],
+                 "05b.2": [_prefill_then_decode_zero_state, _prefill_then_decode_state_not_carried],
+                 "05b.3": [_forward_substitution_masked_no_identity, _forward_substitution_masked_every_row,
+                           _forward_substitution_masked_wrong_axis]}
