@@ -33,25 +33,28 @@ OUT = Path(__file__).parent / "results" / "mqar_sweep.json"
 TASK = dict(seq_len=64, vocab_size=64, min_distance=16)      # one sequence length for every point
 PAIRS = (4, 8, 16)             # every model trains on the three in turn and is tested on each (as Zoology)
 TRAIN = mqar.TrainConfig()     # 800 steps at most, batch 32, AdamW lr 1e-2, stop at 99% on every PAIRS
-GRIDS = {   # per seed: the widths every mixer runs at; the ablations run at the first width, first seed
-    "full": dict(widths=(64, 32, 16), seeds=(0, 1, 2), seed_widths={0: (64, 32, 16), 1: (64, 32), 2: (64,)}),
-    "quick": dict(widths=(32,), seeds=(0,), seed_widths={0: (32,)}),
+GRIDS = {   # per seed, the widths every mixer runs at; the ablations run with the first seed
+    "full": dict(widths=(64, 32, 16), seeds=(0, 1, 2), seed_widths={0: (64, 32, 16), 1: (64, 32), 2: (64,)},
+                 ablation_widths=(64, 32)),
+    "quick": dict(widths=(32,), seeds=(0,), seed_widths={0: (32,)}, ablation_widths=()),
 }
-ABLATIONS = [  # (mixer, options): which part does the recall
-    ("attention", {"conv": False}), ("deltanet", {"conv": False}), ("kda", {"conv": False}),
-    ("gated_deltanet", {"decay": False}), ("kda", {"decay": False}), ("hybrid", {"conv": False}),
-]
+ABLATIONS = {  # width: [(mixer, options)]: which part does the recall
+    64: [("attention", {"conv": False}), ("deltanet", {"conv": False}), ("kda", {"conv": False}),
+         ("gated_deltanet", {"decay": False}), ("kda", {"decay": False}), ("hybrid", {"conv": False})],
+    32: [("kda", {"decay": False}), ("hybrid", {"decay": False})],
+}
 
 
 def points(grid):
     """Every run of the sweep, as dicts of mixer, options, width, seed (each run tests every PAIRS)."""
-    g, s0, w0 = GRIDS[grid], GRIDS[grid]["seeds"][0], GRIDS[grid]["widths"][0]
-    runs = [dict(mixer=m, options={}, width=w0, seed=s0) for m in mqar.MIXERS]    # in order of importance
-    runs += [dict(mixer=m, options=o, width=w0, seed=s0) for m, o in ABLATIONS]
-    runs += [dict(mixer=m, options={}, width=w, seed=s0) for w in g["seed_widths"][s0][1:]
-             for m in mqar.MIXERS]
-    runs += [dict(mixer=m, options={}, width=w, seed=s) for s in g["seeds"][1:] for w in g["seed_widths"][s]
-             for m in mqar.MIXERS]
+    g, s0 = GRIDS[grid], GRIDS[grid]["seeds"][0]
+    mixers = lambda w, s: [dict(mixer=m, options={}, width=w, seed=s) for m in mqar.MIXERS]
+    ablated = lambda w: [dict(mixer=m, options=o, width=w, seed=s0) for m, o in ABLATIONS[w]]
+    runs = []
+    for w in g["seed_widths"][s0]:                          # in order of importance: the first seed first
+        runs += mixers(w, s0) + (ablated(w) if w in g["ablation_widths"] else [])
+    for s in g["seeds"][1:]:
+        runs += [point for w in g["seed_widths"][s] for point in mixers(w, s)]
     return runs
 
 
