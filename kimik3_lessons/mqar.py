@@ -358,8 +358,8 @@ def held_out(tasks, size, seed, device):
 
 
 def train(model, tasks, train_config=TrainConfig(), seed=0, log=print):
-    """Train `model` on one MQARTask or a list, taken in turn (as Zoology, a mix of pair counts: the easy ones
-    teach the lookup the hard ones need). Returns {"accuracy": per task on its test set, "curve": [(step,
+    """Train `model` on one MQARTask or a list, taken in turn (a mix of pair counts, so that the easier ones
+    can teach the lookup). Returns {"accuracy": per task on its test set, "curve": [(step,
     mean loss, [held-out accuracy per task])], "steps", "seconds"}. Seeds: `seed` for the training batches,
     10**6 + 1000 seed + i for task i's held-out set, 2·10**6 + 1000 seed + i for its test set; all drawn on
     the CPU, moved to the model's device. `log` gets one line per evaluation (None: silent)."""
