@@ -87,9 +87,10 @@ notebooks: $(STAMP)
 	$(if $(ONLINE),,HF_HUB_OFFLINE=1) KIMIK3_FIGURES="$(CURDIR)/figures" \
 		$(BIN)/python -m kimik3_lessons run-notebooks $(NOTEBOOKS)
 
-# Every script in benchmarks/ but the MQAR sweep (half an hour on a loaded 2-core CPU: benchmarks/README.md).
-# Each exits 1, with a `FAIL:` line per failure, when a required ratio or agreement fails; all run, and
-# bench fails at the end if any failed. mqar_sweep.py trains models for 1-2 hours: `make sweep` runs it.
+# Every script in benchmarks/ but the MQAR sweep. The six timing scripts took 4 minutes on a quiet 2-core
+# CPU, 30 under load (benchmarks/README.md); compile_kernels.py about one more. Each exits 1, with a
+# `FAIL:` line per failure, when a required ratio or agreement fails; all run, and bench fails at the end
+# if any failed. mqar_sweep.py trains models for 1-2 hours: `make sweep` runs it.
 bench: $(STAMP)
 	status=0; for script in benchmarks/*.py; do \
 		[ "$$script" = benchmarks/mqar_sweep.py ] && continue; \

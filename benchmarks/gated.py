@@ -15,7 +15,6 @@ KDA's chunked >= 5x faster than FLA's naive_chunk_kda at each chunk size; at eve
 KDA forms agree. Otherwise it prints `FAIL: <what>` and exits with status 1 (benchmarks/README.md).
 """
 
-import argparse
 import sys
 import warnings
 
@@ -36,55 +35,18 @@ def fla_naive_chunk_kda(q, k, v, g, beta, chunk_size):
     return o.transpose(1, 2), S
 
 
-def ratio(seconds, slow, fast):
-    """'3.21x', how many times `fast` is faster than `slow`; '-' where one of them was not timed."""
-    return f"{seconds[slow] / seconds[fast]:.2f}x" if slow in seconds and fast in seconds else "-"
-
-
-def check_ratios(results, ratios, failures):
-    """Print each required ratio at T = CHECK_T; one below its minimum is a failure."""
-    if CHECK_T not in results:
-        print(f"the required ratios are checked at T={CHECK_T}, which --seq-len does not include")
-        return
-    s = results[CHECK_T]
-    for label, slow, fast, minimum in ratios:
-        if slow in s and fast in s:
-            print(f"at T={CHECK_T}: {label} = {ratio(s, slow, fast)} (required >= {minimum:.2g}x)")
-            if s[slow] / s[fast] < minimum:
-                failures.append(f"at T={CHECK_T}, {fast} is {ratio(s, slow, fast)} as fast as {slow} "
-                                f"({s[fast]:.3f} s vs {s[slow]:.3f} s), required >= {minimum:.2g}x")
-
-
-def agree(failures, name, reference, form, rtol=1e-4):
-    """Run two of the timed calls, (fn, args), and compare their outputs (`lab.check_close`, float32);
-    a mismatch is recorded as a failure instead of raised."""
-    ref, out = (fn(*args) for fn, args in (reference, form))
-    try:
-        lab.check_close(name, ref[0], out[0], rtol=rtol)
-    except AssertionError as error:
-        failures.append(str(error))
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, nargs="+", default=[1024, 4096, 16384])
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--chunk-size", type=int, nargs="+", default=[64])
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = lab.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
+                               head_dim=64, chunk_size=[64], repeat=3).parse_args()
     dev = lab.setup()
     B, H, D, C0 = args.batch, args.heads, args.head_dim, args.chunk_size[0]
-    print(f"\nB={B}, H={H}, D={D}, float32, forward; seconds: median of {args.repeat} rounds "
-          f"(recurrent: one run)\n")
 
     forms = ["GDN rec", *(f"GDN C={C}" for C in args.chunk_size), "KDA rec",
              *(f"{form} C={C}" for C in args.chunk_size for form in ("KDA", "FLA"))]
     # (label, slower form, faster form, the least ratio required at T = CHECK_T)
     ratios = [(f"{m} rec/C={C0}", f"{m} rec", f"{m} C={C0}", 3.0) for m in ("GDN", "KDA")]
     ratios += [(f"FLA/KDA C={C}", f"FLA C={C}", f"KDA C={C}", 5.0) for C in args.chunk_size]
-    rows, results, failures = [], {}, []
+    results, failures = {}, []
     for T in args.seq_len:
         q, k, v = (torch.randn(B, H, T, D, device=dev) for _ in range(3))
         k = F.normalize(k, dim=-1)
@@ -99,21 +61,15 @@ def main():
             if T % C == 0:   # FLA's chunk form needs whole chunks
                 bthd = [x.transpose(1, 2).contiguous() for x in (q, k, v, g, beta)]
                 calls[f"FLA C={C}"] = (fla_naive_chunk_kda, (*bthd, C))
-                agree(failures, f"T={T}: FLA's naive_chunk_kda == KDA chunked, C={C}", calls[f"FLA C={C}"],
-                      calls[f"KDA C={C}"])
-        s = results[T] = lab.time_in_turn(calls, args.repeat, once=("GDN rec", "KDA rec"))
-        cells = [f"{s[name]:.3f}" if name in s else "skip (T % C)" for name in forms]
-        rows.append(f"{T:>6}" + "".join(f"{c:>14}" for c in cells)
-                    + "".join(f"{ratio(s, slow, fast):>16}" for _, slow, fast, _ in ratios))
+                lab.require_close(failures, f"T={T}: FLA's naive_chunk_kda == KDA chunked, C={C}",
+                                  fla_naive_chunk_kda(*bthd, C)[0], kda.chunked(q, k, v, g, beta, C)[0])
+        results[T] = lab.time_in_turn(calls, args.repeat, once=("GDN rec", "KDA rec"))
 
-    print(f"\n{'T':>6}" + "".join(f"{name:>14}" for name in forms) + "".join(f"{r[0]:>16}" for r in ratios))
-    print("\n".join(rows))
-    print("\nGDN: gated DeltaNet; skip (T % C): FLA's chunk form needs T to be a multiple of the chunk size")
-    print("reproduce: .venv/bin/python benchmarks/gated.py " + " ".join(sys.argv[1:]))
-    check_ratios(results, ratios, failures)
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    return 1 if failures else 0
+    lab.print_times(f"Gated DeltaNet (GDN) and KDA, B={B}, H={H}, D={D}, float32, forward; "
+                    f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms, ratios)
+    print("\n-: not timed (FLA's naive_chunk_kda needs T to be a multiple of the chunk size)")
+    lab.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
+    return lab.finish(failures)
 
 
 if __name__ == "__main__":

@@ -6,35 +6,42 @@ Sparse dispatch runs each expert on its own tokens (top_k of E experts per token
 runs every expert on every token, so it does E / top_k times the expert FLOPs. The activations are timed
 on one bfloat16 [tokens, width] pair against two baselines: `moe.swiglu` (float32 math, like `moe.situ`)
 and `silu(g) * u` in bfloat16 (no casts). The fused kernel is timed on a GPU only (on a CPU it runs in
-Triton's interpreter, which measures numpy, not the kernel). Every form is timed round after round
-(`lab.time_in_turn`), so that a machine shared with other work slows them alike.
-Asserts: sparse dispatch is faster than dense; eager SiTU is slower than bf16 SwiGLU; on a GPU the fused
-kernel is faster than eager SiTU.
+Triton's interpreter, which measures numpy, not the kernel). Every form is timed in turn, round after
+round (`lab.time_in_turn`), so that a machine shared with other work slows them alike; --repeat rounds,
+median.
+Requires: sparse == dense (and, on a GPU, fused SiTU == eager SiTU); sparse dispatch faster than dense;
+eager SiTU slower than bf16 SwiGLU; on a GPU, the fused kernel faster than eager SiTU. Otherwise it
+prints `FAIL: <what>` and exits with status 1 (benchmarks/README.md).
 """
 
-import argparse
 import sys
 
 import torch
 
 from kimik3_lessons import lab, moe
 
+# (label, slower form, faster form, the least ratio required, or None where it is only shown)
+DISPATCH_RATIOS = [("dense/sparse", "dense", "sparse", 1.0)]
+ACTIVATIONS = ["swiglu f32", "swiglu bf16", "situ eager", "situ fused"]
+ACTIVATION_RATIOS = [("situ/swiglu f32", "situ eager", "swiglu f32", None),
+                     ("situ/swiglu bf16", "situ eager", "swiglu bf16", 1.0),
+                     ("situ eager/fused", "situ eager", "situ fused", 1.0)]
 
-def time_dispatch(dev, repeat):
+
+def time_dispatch(dev, repeat, failures):
+    """Check that sparse and dense dispatch agree, time both in turn, print the table; {form: seconds}."""
     hidden, latent, experts, top_k, width, tokens = lab.sizes(cpu=(256, 128, 64, 4, 128, 2048),
                                                               gpu=(2048, 1024, 64, 4, 512, 16384))
     layer = moe.LatentMoE(moe.MoEConfig(hidden, latent, experts, top_k, 1, width)).to(dev)
     x = torch.randn(tokens, hidden, device=dev)
     with torch.no_grad():
-        lab.check_close("sparse == dense", layer.dense_forward(x), layer(x), rtol=1e-4)
-        calls = {"sparse": (layer, (x,)), "dense": (layer.dense_forward, (x,))}
-        times = lab.time_in_turn(calls, repeat=repeat)
-    print(f"\nMoE dispatch: {tokens} tokens, hidden {hidden}, latent {latent}, {experts} experts, "
-          f"top {top_k}, expert width {width}")
-    print(f"{'form':<10}{'ms':>10}{'× sparse':>10}")
-    for name, t in times.items():
-        print(f"{name:<10}{t * 1e3:>10.2f}{t / times['sparse']:>10.2f}")
-    return times["dense"] / times["sparse"]
+        lab.require_close(failures, "sparse == dense", layer.dense_forward(x), layer(x), rtol=1e-4)
+        seconds = lab.time_in_turn({"sparse": (layer, (x,)), "dense": (layer.dense_forward, (x,))},
+                                   repeat=repeat)
+    lab.print_times(f"MoE dispatch: hidden {hidden}, latent {latent}, {experts} experts, top {top_k}, "
+                    f"expert width {width}; seconds: median of {repeat} rounds",
+                    {tokens: seconds}, ["sparse", "dense"], DISPATCH_RATIOS, key="tokens")
+    return seconds
 
 
 def swiglu_bf16(gate, up):
@@ -42,47 +49,36 @@ def swiglu_bf16(gate, up):
     return torch.nn.functional.silu(gate) * up
 
 
-def time_activations(dev, repeat):
+def time_activations(dev, repeat, failures):
+    """Time the two SwiGLU baselines and SiTU (its fused kernel on a GPU only) in turn, print the table
+    and the bandwidth each reaches; {form: seconds}."""
     rows, cols = lab.sizes(cpu=(512, 1024), gpu=(16384, 6144))
     gate = (torch.randn(rows, cols, device=dev) * 4).bfloat16()
     up = (torch.randn(rows, cols, device=dev) * 4).bfloat16()
-    forms = {"swiglu, float32 math": moe.swiglu, "swiglu, bf16 math": swiglu_bf16,
-             "situ, eager ops": moe.situ}
+    forms = {"swiglu f32": moe.swiglu, "swiglu bf16": swiglu_bf16, "situ eager": moe.situ}
     if lab.on_gpu():
-        lab.check_close("situ_triton == situ", moe.situ(gate, up), moe.situ_triton(gate, up))
-        forms["situ, fused Triton"] = moe.situ_triton
-    times = lab.time_in_turn({name: (fn, (gate, up)) for name, fn in forms.items()}, repeat=repeat)
+        lab.require_close(failures, "situ_triton == situ", moe.situ(gate, up), moe.situ_triton(gate, up))
+        forms["situ fused"] = moe.situ_triton
+    seconds = lab.time_in_turn({name: (fn, (gate, up)) for name, fn in forms.items()}, repeat=repeat)
+    shape = f"{rows}x{cols}"
+    lab.print_times(f"Activations, bfloat16 (swiglu f32: float32 math, like situ; swiglu bf16: no casts); "
+                    f"seconds: median of {repeat} rounds", {shape: seconds}, ACTIVATIONS, ACTIVATION_RATIOS,
+                    key="shape", notes={(shape, "situ fused"): "GPU only"})
     moved = 3 * gate.numel() * gate.element_size()  # the least any form can move: read gate, up; write out
-    print(f"\nActivations on [{rows}, {cols}] bfloat16")
-    print(f"{'form':<22}{'ms':>10}{'GB/s (3 passes)':>18}{'× swiglu f32':>14}{'× swiglu bf16':>15}")
-    for name, t in times.items():
-        print(f"{name:<22}{t * 1e3:>10.3f}{moved / t / 1e9:>18.1f}{t / times['swiglu, float32 math']:>14.2f}"
-              f"{t / times['swiglu, bf16 math']:>15.2f}")
-    return times
+    print("GB/s (3 passes): " + ", ".join(f"{name} {moved / t / 1e9:.1f}" for name, t in seconds.items()))
+    return seconds
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=9, help="rounds of time_in_turn (median reported)")
-    args = parser.parse_args()
+    args = lab.bench_arguments(__doc__.splitlines()[0], repeat=9).parse_args()
     dev = lab.setup()
-    speedup = time_dispatch(dev, args.repeat)
-    times = time_activations(dev, args.repeat)
-    situ = times["situ, eager ops"]
-    print(f"\neager SiTU / SwiGLU: {situ / times['swiglu, float32 math']:.2f}× (float32 math), "
-          f"{situ / times['swiglu, bf16 math']:.2f}× (bf16 math); the article: 'almost 3×'. "
-          f"dense / sparse dispatch = {speedup:.1f}×")
-    print("reproduce: .venv/bin/python benchmarks/moe.py")
     failures = []
-    if speedup <= 1:
-        failures.append(f"sparse dispatch is not faster than dense ({speedup:.2f}×)")
-    if situ <= times["swiglu, bf16 math"]:
-        failures.append("eager SiTU is not slower than bf16 SwiGLU")
-    if "situ, fused Triton" in times and times["situ, fused Triton"] >= situ:
-        failures.append("the fused SiTU kernel is not faster than the eager ops")
-    for failure in failures:
-        print("FAILED:", failure)
-    return 1 if failures else 0
+    dispatch = time_dispatch(dev, args.repeat, failures)
+    activations = time_activations(dev, args.repeat, failures)
+    print("\neager SiTU / SwiGLU, reported by the article: 'almost 3x'\n")
+    lab.require_ratios(failures, dispatch, DISPATCH_RATIOS)
+    lab.require_ratios(failures, activations, ACTIVATION_RATIOS)
+    return lab.finish(failures)
 
 
 if __name__ == "__main__":
