@@ -6,7 +6,7 @@ Generates --new-tokens tokens after a random prompt of --seq-len tokens, with th
 only the newest token) and without it (each step re-runs the whole sequence). Each mode runs once untimed
 (a warm-up, whose tokens are compared), then both are timed in turn, round after round
 (`lab.time_in_turn`), so that a load change on a shared machine slows them alike; --repeat rounds, median.
-Requires: both modes produce the same tokens, and the cached mode is >= 2x faster. Otherwise it prints
+Requires: both modes produce the same tokens, and the cached mode is >= 1.5x faster. Otherwise it prints
 `FAIL: <what>` and exits with status 1 (benchmarks/README.md).
 """
 
@@ -16,7 +16,7 @@ import torch
 
 from kimik3_lessons import gpt2, lab
 
-REQUIRED = 2.0   # the least uncached / cached ratio
+REQUIRED = 1.5   # the least uncached / cached ratio (about 2 on an idle 2-core CPU at the defaults)
 
 
 def first_difference(a, b):

@@ -9,7 +9,7 @@ flash-linear-attention's pure-PyTorch chunk form `naive_chunk_linear_attn` (its 
 (`lab.time_in_turn`), so that a load change on a shared machine hits them alike. The recurrence has
 nothing to warm up and runs once per length; the others report the median of --repeat rounds. Forms out
 of reach are skipped, and the table says why.
-Requires, at T = 4096: chunked (the first --chunk-size) >= 5x faster than recurrent and not slower than
+Requires, at T = 4096: chunked (the first --chunk-size) >= 3x faster than recurrent and not slower than
 FLA's chunk form (10% allowed for timing noise); at every T, the two chunk forms agree. Otherwise it
 prints `FAIL: <what>` and exits with status 1 (benchmarks/README.md).
 """
@@ -52,7 +52,7 @@ def main():
 
     forms = ["recurrent", *(f"chunked C={C}" for C in args.chunk_size), "parallel", "fla"]
     # (label, slower form, faster form, the least ratio required at T = CHECK_T)
-    ratios = [(f"recurrent/chunked C={C0}", "recurrent", f"chunked C={C0}", 5.0),
+    ratios = [(f"recurrent/chunked C={C0}", "recurrent", f"chunked C={C0}", 3.0),
               (f"fla/chunked C={C0}", "fla", f"chunked C={C0}", 1 / 1.1)]
     results, notes, failures = {}, {}, []
     for T in args.seq_len:
