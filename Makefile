@@ -47,7 +47,7 @@ test: $(STAMP)
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
 	$(BIN)/python tools/student_edition.py "$(SCRATCH)/student"
 	cd "$(SCRATCH)/student" && PYTHONPATH=. $(TEST_ENV) "$(CURDIR)/$(BIN)/pytest" -q -n $(WORKERS) \
-		--dist loadfile --nbval-lax --nbval-current-env notebooks/
+		--dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 notebooks/
 
 # The course in a real browser (browser_tests/, which `make test` does not collect): JupyterLab on
 # loopback in headless Chromium, every notebook Run All from the menu in a fresh kernel, then errors,

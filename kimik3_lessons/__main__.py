@@ -14,17 +14,39 @@ import time
 from pathlib import Path
 
 
-def run_notebook(path, timeout=1800):
-    """Execute the notebook at `path` in a fresh python3 kernel and write it back with its outputs."""
+def execute(path, timeout=300, attempts=3, on_start=None):
+    """Run the notebook at `path` top to bottom in a fresh python3 kernel; return it with its outputs.
+
+    A cell that takes longer than `timeout` seconds stops the run. On a busy machine the client sometimes
+    never receives the reply of a cell the kernel has finished (seen with widget cells), so a run that
+    times out is started again from the top, in a new kernel, up to `attempts` times. `on_start()`, if
+    given, is called as each run starts.
+    """
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:  # timestamps of an earlier run would only add noise to the diff
-        cell.metadata.pop("execution", None)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
-    nbformat.write(nb, path)
+    for attempt in range(1, attempts + 1):
+        if on_start is not None:
+            on_start()
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:  # timestamps of an earlier run would only add noise to the diff
+            cell.metadata.pop("execution", None)
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+                           resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+            return nb
+        except (CellTimeoutError, DeadKernelError) as err:
+            if attempt == attempts:
+                raise
+            print(f"  {type(err).__name__} after {timeout} s; running {Path(path).name} again "
+                  f"({attempt + 1}/{attempts})", flush=True)
+
+
+def run_notebook(path):
+    """Execute the notebook at `path` and write it back with its outputs (`make notebooks`)."""
+    import nbformat
+    nbformat.write(execute(path), path)
 
 
 def main(argv=None):

@@ -14,6 +14,7 @@
 
 import argparse
 import ast
+import functools
 import os
 import platform
 import random
@@ -32,8 +33,10 @@ import torch
 # The machine
 
 
+@functools.cache
 def on_gpu():
-    """True when a CUDA GPU is present: Triton kernels compile, sizes grow, `gpu` cells run."""
+    """True when a CUDA GPU is present: Triton kernels compile, sizes grow, `gpu` cells run. Asked once
+    (the timers call it around every timed call)."""
     return torch.cuda.is_available()
 
 
