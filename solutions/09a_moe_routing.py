@@ -1,6 +1,4 @@
-"""Solutions to lesson 09's exercises (kept out of the lesson notebook and of the student edition)."""
-
-import dataclasses
+"""Solutions to lesson 09a's exercises (kept out of the lesson notebook and of the student edition)."""
 
 import torch
 
@@ -33,13 +31,6 @@ def _dispatch(x, p, idx, expert):
 def sparse_moe(x, router_weight, score_bias, top_k, expert):
     p, idx = _route(x, router_weight, score_bias, top_k)
     return _dispatch(x, p, idx, expert)
-
-
-def finer_experts(config, m):
-    """m times more experts, m times narrower, m times more of them per token (shared ones too)."""
-    return dataclasses.replace(config, num_experts=m * config.num_experts, top_k=m * config.top_k,
-                               num_shared_experts=m * config.num_shared_experts,
-                               expert_hidden_size=config.expert_hidden_size // m)
 
 
 def update_bias_proportional(score_bias, load, rate):
@@ -86,19 +77,6 @@ def _sparse_moe_dense(x, router_weight, score_bias, top_k, expert):
     return sum(P[:, e, None] * expert(e, x) for e in range(router_weight.shape[0]))
 
 
-def _finer_experts_same_top_k(config, m):
-    """Splits the experts but lets each token still pick top_k: the routed FLOPs shrink m times."""
-    return dataclasses.replace(config, num_experts=m * config.num_experts,
-                               num_shared_experts=m * config.num_shared_experts,
-                               expert_hidden_size=config.expert_hidden_size // m)
-
-
-def _finer_experts_shared_unchanged(config, m):
-    """Forgets that the shared experts have the routed experts' width: they shrink m times."""
-    return dataclasses.replace(config, num_experts=m * config.num_experts, top_k=m * config.top_k,
-                               expert_hidden_size=config.expert_hidden_size // m)
-
-
 def _update_bias_sign_flipped(score_bias, load, rate):
     """Pushes busy experts up: the imbalance grows."""
     load = load.to(score_bias.dtype)
@@ -112,8 +90,7 @@ def _update_bias_not_relative(score_bias, load, rate):
 
 
 WRONG_ANSWERS = {
-    "09.1": [_sparse_moe_not_renormalized, _sparse_moe_topk_on_raw_scores, _sparse_moe_unweighted,
-             _sparse_moe_token_by_token, _sparse_moe_dense],
-    "09.2": [_finer_experts_same_top_k, _finer_experts_shared_unchanged],
-    "09.3": [_update_bias_sign_flipped, _update_bias_not_relative],
+    "09a.1": [_sparse_moe_not_renormalized, _sparse_moe_topk_on_raw_scores, _sparse_moe_unweighted,
+              _sparse_moe_token_by_token, _sparse_moe_dense],
+    "09a.2": [_update_bias_sign_flipped, _update_bias_not_relative],
 }

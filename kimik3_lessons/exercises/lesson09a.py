@@ -1,6 +1,5 @@
-"""Lesson 09's exercises: sparse MoE dispatch, fine-grained experts, a proportional balancing rule."""
+"""Lesson 09a's exercises: sparse MoE dispatch, a proportional balancing rule."""
 
-import dataclasses
 import random
 
 import torch
@@ -16,7 +15,7 @@ def _mix(layer, x, idx, weights):
     return torch.einsum("ne,enh->nh", P, Y)
 
 
-@exercise("09.1", "sparse_moe", "sparse MoE dispatch: route, group by expert, scatter back", difficulty=2)
+@exercise("09a.1", "sparse_moe", "sparse MoE dispatch: route, group by expert, scatter back", difficulty=2)
 def check_sparse_moe(sparse_moe):
     N, H, E, k, F = random.randint(30, 60), 24, 12, 3, 16
     layer = moe.LatentMoE(moe.MoEConfig(H, None, E, k, 0, F)).double().requires_grad_(False)
@@ -74,38 +73,7 @@ def check_sparse_moe(sparse_moe):
             f"on {rows} token rows in all")
 
 
-@exercise("09.2", "finer_experts", "fine-grained experts at the same cost", difficulty=1)
-def check_finer_experts(finer_experts):
-    m = random.choice((2, 4))
-    F = m * random.randint(8, 64)
-    config = moe.MoEConfig(hidden_size=random.choice((64, 96, 128)), latent_size=random.choice((None, 32)),
-                           num_experts=random.randint(8, 40), top_k=random.randint(1, 6),
-                           num_shared_experts=random.randint(1, 3), expert_hidden_size=F)
-    out = attempt(finer_experts, config, m)
-    if not isinstance(out, moe.MoEConfig):
-        raise Wrong(f"return a moe.MoEConfig (dataclasses.replace(config, ...) makes one), "
-                    f"got {type(out).__name__}")
-    if out.num_experts != m * config.num_experts or out.expert_hidden_size * m != F:
-        raise Wrong(f"split each of the {config.num_experts} experts of width {F} into {m}: expected "
-                    f"{m * config.num_experts} experts of width {F // m}, got {out.num_experts} of width "
-                    f"{out.expert_hidden_size}.")
-    before, after = moe.moe_costs(config), moe.moe_costs(out)
-    for part in ("routed experts", "shared experts"):
-        (p0, f0), (p1, f1) = before[part], after[part]
-        if (p0, f0) != (p1, f1):
-            raise Wrong(f"the {part} changed: {p0:,} → {p1:,} parameters, {f0:,} → {f1:,} FLOPs per token. "
-                        f"Hint: narrower experts cost less each; how many must a token run to pay the same? "
-                        f"(In LatentMoE the shared experts have the routed experts' width too.)")
-    if dataclasses.replace(out, num_experts=config.num_experts, top_k=config.top_k,
-                           num_shared_experts=config.num_shared_experts,
-                           expert_hidden_size=config.expert_hidden_size) != config:
-        raise Wrong("change only the number of experts, top_k, the shared experts and the width.")
-    return (f"{config.num_experts} experts of width {F}, top {config.top_k} → {out.num_experts} of width "
-            f"{out.expert_hidden_size}, top {out.top_k}: same routed and shared costs; the router grows "
-            f"{after['router'][0] / before['router'][0]:.0f}×")
-
-
-@exercise("09.3", "update_bias_proportional", "a proportional balancing rule", difficulty=1)
+@exercise("09a.2", "update_bias_proportional", "a proportional balancing rule", difficulty=1)
 def check_update_bias_proportional(update_bias_proportional):
     E, rate = random.randint(6, 20), 0.05
     bias = torch.randn(E) * 0.1
