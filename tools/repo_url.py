@@ -5,7 +5,8 @@
 
 A fork or a course copy lives at another `owner/name`; the notebooks' Colab badges
 (`colab.research.google.com/github/<owner>/<name>/blob/main/notebooks/NN_slug.ipynb`), their first
-cell's `%pip install "kimik3-lessons[ref] @ git+https://github.com/<owner>/<name>"`, the README's lesson
+cell's `%pip install "kimik3-lessons[ref] @ git+https://github.com/<owner>/<name>"`, the committed
+results a notebook fetches from `raw.githubusercontent.com/<owner>/<name>/...`, the README's lesson
 table and any other `github.com/<owner>/<name>` link must then all change together. The rewrite is a text
 substitution on the files (the notebooks' JSON included): nothing else in them changes, outputs and
 cell ids stay as they are. Standard library only (no torch), so it runs before any environment exists.
@@ -23,6 +24,7 @@ BADGE = re.compile(r"(colab\.research\.google\.com/github/)" + REPO + r"/blob/(?
                    r"(?P<path>[^)\s\"'\\]+)")
 INSTALL = re.compile(r"(kimik3-lessons(?:\[[\w,\s-]*\])?\s*@\s*git\+https://github\.com/)" + REPO
                      + r"(?:\.git)?(?=[\"'@#\s\\]|$)")
+RAW = re.compile(r"(raw\.githubusercontent\.com/)" + REPO + r"(?=/)")
 VALID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]+$")
 
 
@@ -34,8 +36,10 @@ def course_files(root=ROOT):
 
 
 def find(text):
-    """[(kind, repo, detail)] for every badge ("badge", repo, notebook path) and install line."""
+    """[(kind, repo, detail)] for every badge ("badge", repo, notebook path), install line and raw-file
+    URL (a committed result a notebook fetches when the package runs without the repository)."""
     found = [("badge", m["repo"], m["path"]) for m in BADGE.finditer(text)]
+    found += [("raw", m["repo"], "") for m in RAW.finditer(text)]
     return found + [("install", m["repo"], "") for m in INSTALL.finditer(text)]
 
 
@@ -81,10 +85,11 @@ def problems(root=ROOT):
 
 
 def rewrite(text, new, old_repos):
-    """`text` with every badge and install line, and every other github.com link to one of `old_repos`,
+    """`text` with every badge, install line and raw-file URL, and every other github.com link to one of `old_repos`,
     pointing at `new`."""
     text = BADGE.sub(lambda m: f"{m[1]}{new}/blob/{m['branch']}/{m['path']}", text)
     text = INSTALL.sub(lambda m: f"{m[1]}{new}", text)
+    text = RAW.sub(lambda m: f"{m[1]}{new}", text)
     for old in old_repos:
         if old != new:
             text = re.sub(r"(?<![\w.-])(github\.com/)" + re.escape(old) + r"(?![\w.-])",
