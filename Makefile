@@ -103,7 +103,7 @@ sweep: $(STAMP)
 	$(BIN)/python benchmarks/mqar_sweep.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions
+	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

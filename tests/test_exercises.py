@@ -24,13 +24,16 @@ def stub(*args, **kwargs):
     raise NotImplementedError("your code here")
 
 
-def test_every_lesson_has_exercises():
-    import glob
-    lessons = {path.split("/")[-1].split("_")[0] for path in glob.glob("notebooks/*.ipynb")}
+def test_every_lesson_has_two_to_four_exercises_one_of_them_its_mechanism():
+    from collections import Counter
+    from pathlib import Path
+    lessons = {path.name.split("_")[0] for path in Path("notebooks").glob("*.ipynb")}
     assert lessons, "no notebooks found"
-    with_exercises = {exercises.lesson_of(i) for i in IDS}
-    assert with_exercises, "no exercises registered"
-    assert with_exercises <= lessons, with_exercises - lessons
+    per_lesson = Counter(exercises.lesson_of(i) for i in IDS)
+    assert set(per_lesson) == lessons, (set(per_lesson) ^ lessons)
+    assert all(2 <= n <= 4 for n in per_lesson.values()), per_lesson
+    mechanism = {exercises.lesson_of(i) for i in IDS if exercises.get(i).difficulty >= 2}
+    assert mechanism == lessons, lessons - mechanism
 
 
 @pytest.mark.parametrize("exercise_id", IDS)

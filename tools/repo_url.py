@@ -85,8 +85,8 @@ def problems(root=ROOT):
 
 
 def rewrite(text, new, old_repos):
-    """`text` with every badge, install line and raw-file URL, and every other github.com link to one of `old_repos`,
-    pointing at `new`."""
+    """`text` with every badge, install line and raw-file URL, and every other github.com link to one of
+    `old_repos`, pointing at `new`."""
     text = BADGE.sub(lambda m: f"{m[1]}{new}/blob/{m['branch']}/{m['path']}", text)
     text = INSTALL.sub(lambda m: f"{m[1]}{new}", text)
     text = RAW.sub(lambda m: f"{m[1]}{new}", text)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What a student gets, and what stays with the teacher.
 KEEP = ["kimik3_lessons", "notebooks", "figures", "tests", "benchmarks", "browser_tests", "tools", "Makefile",
         "conftest.py", "pyproject.toml", "environment.yml", ".gitignore"]
-LEAVE_OUT = ["solutions", "tests/test_exercises.py", "docs"]
+LEAVE_OUT = ["solutions", "tests/test_exercises.py", "tests/test_teaching_guide.py", "docs"]
 
 README = """# kimik3-lessons — student edition
 
