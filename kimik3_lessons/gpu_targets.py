@@ -94,6 +94,21 @@ def cpu_seconds():
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+@contextlib.contextmanager
+def empty_triton_cache():
+    """A fresh, empty Triton cache (so a kernel compiles, as on a first call), removed afterwards."""
+    before = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="kimik3-triton-cache-") as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        try:
+            yield cache
+        finally:
+            if before is None:
+                del os.environ["TRITON_CACHE_DIR"]
+            else:
+                os.environ["TRITON_CACHE_DIR"] = before
+
+
 def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
     """Compile `kernel` for sm_{cap} as a first call would (empty cache); measure CPU seconds, registers,
     spill bytes (ptxas -v) and shared memory. A compile error is reported in the row, not raised."""
@@ -106,21 +121,22 @@ def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
     row = dict(target=f"sm_{cap}", gpu=TARGETS[cap][0],
                precision=precision if "PRECISION" in kernel.arg_names else "-")
     log = io.StringIO()
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kimik3-triton-cache-")
     start, cpu = time.perf_counter(), cpu_seconds()
-    try:
-        with contextlib.redirect_stdout(log):
-            compiled = triton.compile(ASTSource(kernel, signature(kernel, constexprs, types), constexprs),
-                                      target=GPUTarget("cuda", cap, 32), options=options)
-    except Exception as err:  # a compile error is a result to report, not a crash of the table
-        return dict(row, seconds=cpu_seconds() - cpu, wall=time.perf_counter() - start,
-                    error=f"{type(err).__name__}: {str(err)[:300]}")
+    with empty_triton_cache():
+        try:
+            with contextlib.redirect_stdout(log):
+                compiled = triton.compile(ASTSource(kernel, signature(kernel, constexprs, types), constexprs),
+                                          target=GPUTarget("cuda", cap, 32), options=options)
+        except Exception as err:  # a compile error is a result to report, not a crash of the table
+            return dict(row, seconds=cpu_seconds() - cpu, wall=time.perf_counter() - start,
+                        error=f"{type(err).__name__}: {str(err)[:300]}")
+        shared = compiled.metadata.shared
     text = log.getvalue()
     registers = re.search(r"Used (\d+) registers", text)
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", text)]
     return dict(row, seconds=cpu_seconds() - cpu, wall=time.perf_counter() - start,
                 registers=int(registers.group(1)) if registers else None, spill_bytes=sum(spills),
-                shared_bytes=compiled.metadata.shared, shared_limit=TARGETS[cap][1])
+                shared_bytes=shared, shared_limit=TARGETS[cap][1])
 
 
 def _compile_job(job):

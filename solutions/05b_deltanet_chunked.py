@@ -3,6 +3,7 @@
 import torch
 
 from kimik3_lessons import deltanet
+from kimik3_lessons.exercises import lesson05b
 
 
 def state_pass(W, U, K, S):
@@ -100,30 +101,9 @@ def _forward_substitution_masked_no_identity(A):
     return L_inv
 
 
-def _forward_substitution_masked_every_row(A):
-    """Forgets the row mask on the update: every row changes at every step."""
-    C = A.shape[-1]
-    r = torch.arange(C)
-    L_inv = torch.eye(C, dtype=A.dtype)
-    for i in range(1, C):
-        A_i = torch.where(r[:, None] == i, A, 0).sum(0)
-        L_inv = L_inv - (A_i[:, None] * L_inv).sum(0)[None, :]
-    return L_inv
-
-
-def _forward_substitution_masked_wrong_axis(A):
-    """Sums the masked A over the columns: a vector with row i's sum at position i, not row i itself."""
-    C = A.shape[-1]
-    r = torch.arange(C)
-    L_inv = torch.eye(C, dtype=A.dtype)
-    for i in range(1, C):
-        A_i = torch.where(r[:, None] == i, A, 0).sum(1)
-        L_inv = torch.where(r[:, None] == i, L_inv - (A_i[:, None] * L_inv).sum(0)[None, :], L_inv)
-    return L_inv
-
-
 WRONG_ANSWERS = {"05b.1": [_state_pass_uncorrected_update, _state_pass_records_after_update,
                            _state_pass_zero_start],
                  "05b.2": [_prefill_then_decode_zero_state, _prefill_then_decode_state_not_carried],
-                 "05b.3": [_forward_substitution_masked_no_identity, _forward_substitution_masked_every_row,
-                           _forward_substitution_masked_wrong_axis]}
+                 "05b.3": [_forward_substitution_masked_no_identity,
+                           # two mistakes the check names, written once in the check
+                           lesson05b.every_row_updated, lesson05b.row_summed_over_columns]}

@@ -181,3 +181,20 @@ def expect_close(what, ref, out, rtol=1e-9, hint="", row_dim=-2):
     where = f"from row {first} on (rows 0..{first - 1} match)" if first else "from the first row on"
     raise Wrong(f"{what} differs from the reference {where}: relative error {err:.2e} > {rtol:.0e}. "
                 f"{hint}".strip())
+
+
+def matches(ref, out, rtol=1e-9):
+    """True when `out` is a finite tensor of ref's shape that equals it to `rtol` (no message)."""
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+        return False
+    ref, out = ref.detach().double().cpu(), out.detach().double().cpu()
+    return bool(torch.isfinite(out).all()) and (out - ref).abs().max().item() <= rtol * ref.abs().max().item()
+
+
+def known_mistake(what, ref, out, known, rtol=1e-9):
+    """If `out` is wrong and equals one of the `known` mistakes {explanation: its result}, raise Wrong
+    with that explanation: a message that names the mistake rather than only the first wrong row."""
+    if not matches(ref, out, rtol):
+        for explanation, wrong in known.items():
+            if matches(wrong, out, rtol):
+                raise Wrong(f"{what} differs from the reference: {explanation}.")

@@ -6,25 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from kimik3_lessons import gated_deltanet
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
 
 F64 = torch.float64
-
-
-def matches(ref, out, rtol=1e-9):
-    """True when `out` is a finite tensor of ref's shape that equals it to rtol."""
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
-        return False
-    ref, out = ref.double(), out.double()
-    return bool(torch.isfinite(out).all()) and (out - ref).abs().max().item() <= rtol * ref.abs().max().item()
-
-
-def known_mistake(what, ref, out, known, rtol=1e-9):
-    """If `out` is wrong and equals one of the `known` mistakes {explanation: its result}, say which."""
-    if not matches(ref, out, rtol):
-        for explanation, wrong in known.items():
-            if matches(wrong, out, rtol):
-                raise Wrong(f"{what} differs from the reference: {explanation}.")
 
 
 def cumulative_log_decay(*shape, low, high, dtype=F64):

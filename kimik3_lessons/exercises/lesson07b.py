@@ -4,17 +4,9 @@ and what a KDA layer carries per sequence."""
 import torch
 
 from kimik3_lessons import kda
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, matches
 
 F64 = torch.float64
-
-
-def matches(ref, out, rtol=1e-9):
-    """True when `out` is a finite tensor of ref's shape that equals it to rtol."""
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
-        return False
-    ref, out = ref.double(), out.double()
-    return bool(torch.isfinite(out).all()) and (out - ref).abs().max().item() <= rtol * ref.abs().max().item()
 
 
 @exercise("07b.1", "short_conv_step", "one token of the short convolution", difficulty=2)

@@ -3,7 +3,7 @@
 import torch
 
 from kimik3_lessons import mla
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, matches
 
 F64 = torch.float64
 
@@ -19,11 +19,6 @@ def random_layer(**shape):
             if p.dim() == 2:
                 p.normal_(0.0, 0.6)
     return layer
-
-
-def matches(ref, out, rtol=1e-9):
-    return (isinstance(out, torch.Tensor) and out.shape == ref.shape
-            and ((out.double() - ref).abs().max() <= rtol * ref.abs().max()).item())
 
 
 @exercise("08.1", "absorbed_head", "absorbed MLA attention for one head", difficulty=2)
