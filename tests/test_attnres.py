@@ -4,7 +4,7 @@ the per-layer definition, the toy stack's residual forms, and the errors."""
 import pytest
 import torch
 
-from kimik3_lessons import attnres
+from kimik3_lessons import attnres, lab
 
 
 def sources_like(shape, n, dtype=torch.float32, seed=0):
@@ -34,8 +34,8 @@ def test_attn_res_matches_fla_naive(dtype, rtol):
     h_ref, alpha_ref = naive_attnres(query, sources, norm_weight, rms_eps=1e-5, scale=1.0,
                                      return_weights=True)
     assert h.dtype == dtype and alpha.dtype == torch.float32
-    assert (h.float() - h_ref.float()).abs().max() <= rtol * h_ref.float().abs().max()
-    assert (alpha - alpha_ref).abs().max() <= 1e-5
+    lab.check_close("h vs FLA", h_ref, h, rtol=rtol)
+    lab.check_close("alpha vs FLA", alpha_ref, alpha, rtol=1e-5)
     assert not torch.allclose(alpha, torch.full_like(alpha, 1 / 5), atol=1e-2)  # the query does something
 
 
@@ -48,15 +48,15 @@ def test_attn_res_float64_matches_the_loop_and_stays_float64():
     h, alpha = attnres.attn_res(query, sources, norm_weight, norm_eps=1e-6, return_weights=True)
     h_ref, alpha_ref = mix_loop(query, sources, norm_weight, 1e-6)
     assert h.dtype == torch.float64 and alpha.dtype == torch.float64
-    torch.testing.assert_close(h, h_ref, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(alpha, alpha_ref, rtol=1e-12, atol=1e-12)
+    lab.check_close("h", h_ref, h, rtol=1e-12)
+    lab.check_close("alpha", alpha_ref, alpha, rtol=1e-12)
 
 
 def test_zero_query_is_the_uniform_average():
     sources = sources_like((4, 10), 6, seed=4)
     h, alpha = attnres.attn_res(torch.zeros(10), sources, torch.randn(10), return_weights=True)
-    torch.testing.assert_close(h, torch.stack(sources).mean(0), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(alpha, torch.full((6, 4), 1 / 6))
+    lab.check_close("h = the mean", torch.stack(sources).mean(0), h, rtol=1e-6)
+    lab.check_close("alpha = 1/6", torch.full((6, 4), 1 / 6), alpha, rtol=1e-6)
 
 
 def test_keys_are_scale_free():
@@ -67,7 +67,7 @@ def test_keys_are_scale_free():
     _, alpha = attnres.attn_res(query, sources, ones, norm_eps=0.0, return_weights=True)
     _, alpha_scaled = attnres.attn_res(query, [sources[0] * 40, *sources[1:]], ones, norm_eps=0.0,
                                        return_weights=True)
-    torch.testing.assert_close(alpha_scaled, alpha, rtol=1e-12, atol=1e-12)
+    lab.check_close("alpha with a source scaled", alpha, alpha_scaled, rtol=1e-12)
 
 
 def test_bad_input_raises():
@@ -115,7 +115,7 @@ def test_block_attn_res_is_the_definition_on_block_sums(num_layers, block_size):
         sources = [trace["embedding"], *finished, *partial]
         assert len(sources) <= -(-num_layers // block_size) + 1  # N blocks + the embedding
         h_ref, _ = mix_loop(res.queries[p].detach(), sources, res.norm_weights[p].detach(), res.norm_eps)
-        torch.testing.assert_close(trace["inputs"][p], h_ref, rtol=1e-10, atol=1e-10)
+        lab.check_close(f"block mix {p}", h_ref, trace["inputs"][p], rtol=1e-10)
         assert trace["weights"][p].shape == (len(sources), 4)
 
 
@@ -127,7 +127,7 @@ def test_full_attn_res_reads_every_sublayer_output():
     for p in range(9):
         sources = [trace["embedding"], *trace["outputs"][:p]]
         h_ref, _ = mix_loop(res.queries[p].detach(), sources, res.norm_weights[p].detach(), res.norm_eps)
-        torch.testing.assert_close(trace["inputs"][p], h_ref, rtol=1e-10, atol=1e-10)
+        lab.check_close(f"full mix {p}", h_ref, trace["inputs"][p], rtol=1e-10)
 
 
 def test_plain_stack_is_the_running_sum():
@@ -136,8 +136,8 @@ def test_plain_stack_is_the_running_sum():
     x = torch.randn(3, 6, dtype=torch.float64)
     y = model(x, trace=trace)
     h_last = trace["embedding"] + sum(trace["outputs"])  # h_L = h_1 + sum_i f_i(h_i)
-    torch.testing.assert_close(trace["inputs"][-1], h_last, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(y, model.head(model.norm(h_last)))
+    lab.check_close("last input = the running sum", h_last, trace["inputs"][-1], rtol=1e-12)
+    lab.check_close("output", model.head(model.norm(h_last)), y, rtol=1e-12)
 
 
 def test_zero_initialized_queries_average_and_learn():
@@ -146,11 +146,12 @@ def test_zero_initialized_queries_average_and_learn():
     assert torch.count_nonzero(model.attn_res.queries) == 0
     trace = {}
     model(torch.randn(5, 6), trace=trace).pow(2).mean().backward()
-    torch.testing.assert_close(trace["inputs"][0], trace["embedding"])  # the first mix has one source
+    # the first mix has one source
+    lab.check_close("first mix = the embedding", trace["embedding"], trace["inputs"][0], rtol=1e-6)
     # before layer 2's MLP: [b_0, b_1, b_2, f_4] averaged with equal weights
     o = trace["outputs"]
     mean = (trace["embedding"] + (o[0] + o[1]) + (o[2] + o[3]) + o[4]) / 4
-    torch.testing.assert_close(trace["inputs"][5], mean)
+    lab.check_close("mix 5 = the mean of its sources", mean, trace["inputs"][5], rtol=1e-6)
     grad = model.attn_res.queries.grad.abs().sum(-1)
     assert grad[0] == 0 and grad[1:].gt(0).all()  # every query learns, but the first: it has one source
 
@@ -170,7 +171,8 @@ def test_kimik3_block_layout_and_call_protocol():
     assert len(state.blocks) == 1 + 7 and state.partial is not None  # 7 full blocks + 9 layers in the 8th
     h = res.mix_final(state)
     assert len(state.sources()) == 9 and most == 9
-    torch.testing.assert_close(h, torch.full((1, 4), (7 * 24 + 18) / 9))  # uniform: mean of the 9 sums
+    uniform = torch.full((1, 4), (7 * 24 + 18) / 9)                    # zero queries: the mean of the 9 sums
+    lab.check_close("final mix", uniform, h, rtol=1e-6)
     with pytest.raises(ValueError, match=r"^mix point 1 needs exactly 1 sublayer outputs added before it"):
         res.mix_before_mlp(res.start(torch.zeros(1, 4)), 0)  # the attention output was never added
     with pytest.raises(ValueError, match=r"^embedding must be \[\.\.\., D\]"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kimik3_lessons import moe
+from kimik3_lessons import lab, moe
 
 
 def situ_numpy(gate, up, beta=4.0, lb=25.0):
@@ -16,10 +16,6 @@ def situ_numpy(gate, up, beta=4.0, lb=25.0):
     g, u = np.asarray(gate, np.float64), np.asarray(up, np.float64)
     gate_act = beta * np.tanh(g / beta) / (1.0 + np.exp(-g))
     return gate_act * (u if lb is None else lb * np.tanh(u / lb))
-
-
-def rel(ref, out):
-    return (out.double() - ref.double()).abs().max().item() / ref.double().abs().max().item()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -33,7 +29,7 @@ def test_situ_matches_formula_in_float64(lb):
     out = moe.situ(g, u, beta=4.0, linear_beta=lb)
     assert out.dtype == torch.float64
     expected = situ_numpy(g.numpy(), u.numpy(), 4.0, lb)
-    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12, atol=1e-300)
+    lab.check_close("situ vs the numpy formula", torch.from_numpy(expected), out, rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -44,7 +40,7 @@ def test_situ_low_precision_returns_input_dtype(dtype):
     assert out.dtype == dtype
     ref = situ_numpy(g.float().numpy(), u.float().numpy())  # the same (rounded) inputs, in float64
     tol = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
-    assert rel(torch.from_numpy(ref), out) < tol
+    lab.check_close(f"situ in {dtype}", torch.from_numpy(ref), out, rtol=tol)
 
 
 def test_situ_is_bounded_and_swiglu_is_not():
@@ -59,7 +55,7 @@ def test_swiglu_matches_formula():
     torch.manual_seed(2)
     g, u = torch.randn(1000, dtype=torch.float64) * 4, torch.randn(1000, dtype=torch.float64)
     expected = g.numpy() / (1 + np.exp(-g.numpy())) * u.numpy()
-    np.testing.assert_allclose(moe.swiglu(g, u).numpy(), expected, rtol=1e-12)
+    lab.check_close("swiglu vs the numpy formula", torch.from_numpy(expected), moe.swiglu(g, u), rtol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(7,), (3, 1031), (2, 3, 5, 129)])
@@ -69,7 +65,7 @@ def test_situ_triton_matches_situ(shape, lb):
     g, u = torch.randn(shape) * 8, torch.randn(shape) * 60
     out = moe.situ_triton(g, u, linear_beta=lb, block_size=256)  # masked last block for every shape
     assert out.shape == g.shape and out.dtype == g.dtype
-    assert rel(moe.situ(g.double(), u.double(), linear_beta=lb), out) < 1e-6
+    lab.check_close("situ_triton", moe.situ(g.double(), u.double(), linear_beta=lb), out, rtol=1e-6)
 
 
 def test_situ_triton_is_accurate_per_element_over_all_magnitudes():
@@ -89,8 +85,8 @@ def test_situ_triton_half_precision_and_noncontiguous():
     g, u = torch.randn(64, 48) * 6, torch.randn(48, 64).T * 30  # up is a transposed view
     out = moe.situ_triton(g.half(), u.half())
     assert out.dtype == torch.float16
-    assert rel(moe.situ(g.half().double(), u.half().double()), out) < 1e-3
-    assert rel(moe.situ(g, u), moe.situ_triton(g, u)) < 1e-6
+    lab.check_close("situ_triton in float16", moe.situ(g.half().double(), u.half().double()), out, rtol=1e-3)
+    lab.check_close("situ_triton on a transposed view", moe.situ(g, u), moe.situ_triton(g, u), rtol=1e-6)
 
 
 def test_activation_bad_input():
@@ -154,9 +150,9 @@ def test_route_matches_reference():
     p, idx, s = layer.route(x)
     p_ref, idx_ref, s_ref = reference_route(layer, x)
     assert torch.equal(idx, idx_ref)
-    torch.testing.assert_close(s, s_ref, rtol=1e-12, atol=0)
-    torch.testing.assert_close(p, p_ref, rtol=1e-12, atol=0)
-    torch.testing.assert_close(p.sum(-1), torch.ones(50, dtype=torch.float64), rtol=1e-12, atol=0)
+    lab.check_close("scores", s_ref, s, rtol=1e-12)
+    lab.check_close("weights", p_ref, p, rtol=1e-12)
+    lab.check_close("weights sum to 1", torch.ones(50, dtype=torch.float64), p.sum(-1), rtol=1e-12)
 
 
 @torch.no_grad()
@@ -168,7 +164,7 @@ def test_bias_only_picks_experts():
     p, idx, s = layer.route(x)
     assert (idx == 5).any(-1).all()
     w5 = p[idx == 5]  # ...but weighed by its raw score, like the others
-    torch.testing.assert_close(w5, s[:, 5] / s.gather(-1, idx).sum(-1), rtol=1e-12, atol=0)
+    lab.check_close("expert 5's weight", s[:, 5] / s.gather(-1, idx).sum(-1), w5, rtol=1e-12)
 
 
 @pytest.mark.parametrize("latent,experts,top_k,shared", [
@@ -179,9 +175,9 @@ def test_sparse_equals_dense_and_token_loop(latent, experts, top_k, shared):
     x = torch.randn(3, 7, 32, dtype=torch.float64)  # 21 tokens: some experts get none
     y = layer(x)
     assert y.shape == x.shape and y.dtype == x.dtype
-    torch.testing.assert_close(y, layer.dense_forward(x), rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(y.reshape(-1, 32), reference_forward(layer, x.reshape(-1, 32)),
-                               rtol=1e-10, atol=1e-12)
+    lab.check_close("sparse vs dense", layer.dense_forward(x), y, rtol=1e-10)
+    by_token = reference_forward(layer, x.reshape(-1, 32))
+    lab.check_close("sparse vs a loop over tokens", by_token, y.reshape(-1, 32), rtol=1e-10)
 
 
 def test_sparse_and_dense_gradients_agree():
@@ -194,7 +190,7 @@ def test_sparse_and_dense_gradients_agree():
         grads.append({n: t.grad.clone() for n, t in layer.named_parameters() if t.requires_grad})
     assert grads[0].keys() == grads[1].keys() and grads[0]["w1"].abs().max() > 0
     for name in grads[0]:
-        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-9, atol=1e-12)
+        lab.check_close(f"grad of {name}", grads[1][name], grads[0][name], rtol=1e-9)
     assert layer.score_bias.grad is None
 
 
@@ -205,7 +201,7 @@ def test_bfloat16_layer():
     x = torch.randn(2, 9, 64).bfloat16()
     y = layer(x)
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
-    assert rel(layer.dense_forward(x), y) < 3e-2
+    lab.check_close("sparse vs dense in bfloat16", layer.dense_forward(x), y, rtol=3e-2)
 
 
 @torch.no_grad()
@@ -213,7 +209,8 @@ def test_update_bias_follows_the_sign_rule():
     layer = make_moe(experts=4)
     layer.score_bias.zero_()
     layer.update_bias(torch.tensor([10, 0, 5, 5]), rate=0.1)  # mean 5
-    torch.testing.assert_close(layer.score_bias, torch.tensor([-0.1, 0.1, 0.0, 0.0], dtype=torch.float64))
+    lab.check_close("bias after one step", torch.tensor([-0.1, 0.1, 0.0, 0.0], dtype=torch.float64),
+                    layer.score_bias, rtol=1e-12)
     with pytest.raises(ValueError, match=r"^load must be \[num_experts\]"):
         layer.update_bias(torch.ones(3))
 

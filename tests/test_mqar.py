@@ -5,7 +5,7 @@ attention learns the smallest setting."""
 import pytest
 import torch
 
-from kimik3_lessons import gpt2, kda, mla, mqar
+from kimik3_lessons import gpt2, kda, lab, mla, mqar
 
 TASK = mqar.MQARTask(seq_len=64, num_pairs=8, vocab_size=64, min_distance=16)
 
@@ -98,7 +98,7 @@ def test_no_conv_makes_every_convolution_the_identity():
     for conv in convs:
         assert not conv.weight.requires_grad
         channels = x.repeat(1, 1, conv.weight.shape[0] // 32)
-        torch.testing.assert_close(kda.short_conv(channels, conv.weight)[0], channels)
+        lab.check_close("a frozen convolution", channels, kda.short_conv(channels, conv.weight)[0], rtol=1e-6)
     assert mqar.conv_reach(model.config) == 0
 
 
@@ -111,7 +111,7 @@ def test_no_decay_removes_the_gates():
     delta = mqar.build_mixer(mqar.RecallConfig("deltanet", hidden_size=32), "delta")
     state = {k: v for k, v in gated.state_dict().items() if k in delta.state_dict()}
     delta.load_state_dict(state)                 # same weights: gated DeltaNet with g = 0 is DeltaNet
-    torch.testing.assert_close(gated(x), delta(x))
+    lab.check_close("gated DeltaNet with g = 0 vs DeltaNet", delta(x), gated(x), rtol=1e-5)
 
 
 def test_state_numbers_match_the_real_caches():
