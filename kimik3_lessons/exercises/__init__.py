@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from kimik3_lessons.lab import relative_error
+
 
 class Wrong(Exception):
     """The student's answer differs: the message says what differs, and gives a hint."""
@@ -187,8 +189,7 @@ def matches(ref, out, rtol=1e-9):
     """True when `out` is a finite tensor of ref's shape that equals it to `rtol` (no message)."""
     if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
         return False
-    ref, out = ref.detach().double().cpu(), out.detach().double().cpu()
-    return bool(torch.isfinite(out).all()) and (out - ref).abs().max().item() <= rtol * ref.abs().max().item()
+    return bool(torch.isfinite(out).all()) and relative_error(ref.detach(), out.detach()) <= rtol
 
 
 def known_mistake(what, ref, out, known, rtol=1e-9):
