@@ -20,8 +20,10 @@ WORKERS ?= 2
 # What `make test` writes goes to a scratch folder, so a test run leaves the tree clean: the figures, and
 # the student edition whose notebooks it runs. One OpenMP thread per worker: two workers with two threads
 # each oversubscribe a 2-core machine, and the lessons' many small tensor ops then run up to 20x slower.
+# KIMIK3_REHEARSE=1: without a GPU the `%%needs gpu` cells run anyway, at small sizes, our kernels
+# interpreted and flash-linear-attention's kernels replaced by stand-ins (kimik3_lessons/fla_stand_in.py).
 SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-test
-TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)/figures" MPLBACKEND=Agg OMP_NUM_THREADS=1
+TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)/figures" MPLBACKEND=Agg OMP_NUM_THREADS=1 KIMIK3_REHEARSE=1
 
 .PHONY: lab test notebooks bench lint clean student times
 
@@ -38,16 +40,24 @@ LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
 
-# The unit tests, then every lesson run top to bottom (nbval) as a student meets it: in the student edition,
-# whose notebooks are the course's own code with the outputs cleared and no solutions anywhere
-# (tests/test_student_edition.py checks that), importing the edition's copy of the package. Every cell must
-# run, and every exercise check must say "not attempted yet" (conftest.py).
+# In the course: the tests of the course's own making (they need solutions/ or the guide; the list is
+# TEACHER_TESTS in tools/student_edition.py), then the student edition built into the scratch folder and
+# its own `make test` run there, with this environment: every other unit test, then every lesson top to
+# bottom (nbval) as a student meets it, importing the edition's copy of the package. Nothing runs twice.
+# In the edition (no solutions/), `make test` is those two steps. Every cell must run, and every exercise
+# check must say "not attempted yet" (conftest.py).
 test: $(STAMP)
 	rm -rf "$(SCRATCH)" && mkdir -p "$(SCRATCH)/figures"
-	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
+ifneq ($(wildcard solutions),)
+	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile \
+		$$($(BIN)/python tools/student_edition.py --teacher-tests)
 	$(BIN)/python tools/student_edition.py "$(SCRATCH)/student"
-	cd "$(SCRATCH)/student" && PYTHONPATH=. $(TEST_ENV) "$(CURDIR)/$(BIN)/pytest" -q -n $(WORKERS) \
-		--dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 notebooks/
+	$(MAKE) -C "$(SCRATCH)/student" test STAMP= BIN="$(CURDIR)/$(BIN)" SCRATCH="$(SCRATCH)/edition"
+else
+	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
+	PYTHONPATH="$(CURDIR)" $(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --nbval-lax \
+		--nbval-current-env --nbval-cell-timeout=600 notebooks/
+endif
 
 # The course in a real browser (browser_tests/, which `make test` does not collect): JupyterLab on
 # loopback in headless Chromium, every notebook Run All from the menu in a fresh kernel, then errors,
@@ -65,15 +75,53 @@ test-browser: $(STAMP)
 	rm -rf "$(BROWSER_SCRATCH)" && mkdir -p "$(BROWSER_SCRATCH)"
 	KIMIK3_BROWSER_SCRATCH="$(BROWSER_SCRATCH)" NB_TIMEOUT=$(NB_TIMEOUT) $(BIN)/pytest -q -p no:xdist browser_tests/
 
+# The course as a website in build/site/: tools/site_pages.py writes the pages (from the committed,
+# executed notebooks and the docs) into SITE_WORK, Sphinx + MyST-NB build them without running anything,
+# with site/ as the configuration; -W: a warning (a broken link among them) fails the build. The docs extra
+# is installed into .venv once, with its own stamp, so `make test` never pays for it.
+# test-site serves the site on 127.0.0.1 and opens every page in headless Chromium (site_tests/);
+# screenshots and a report go to SITE_SCRATCH.
+DOCS_STAMP := $(VENV)/.installed-docs
+SITE := build/site
+SITE_WORK := build/site-work
+SITE_SCRATCH := $${TMPDIR:-/tmp}/kimik3-site-test
+.PHONY: site test-site
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+site: $(DOCS_STAMP)
+	$(BIN)/python tools/site_pages.py $(SITE_WORK)/src
+	$(BIN)/sphinx-build -b html -W --keep-going -q -c site -d $(SITE_WORK)/doctrees $(SITE_WORK)/src \
+		$(SITE_WORK)/html
+	rm -rf $(SITE) && mv $(SITE_WORK)/html $(SITE)
+
+test-site: site
+	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	rm -rf "$(SITE_SCRATCH)" && mkdir -p "$(SITE_SCRATCH)"
+	KIMIK3_SITE_SCRATCH="$(SITE_SCRATCH)" $(BIN)/pytest -q -p no:xdist site_tests/
+
 # Point the Colab badges, the Colab install lines and the README at another repository (a fork, a course
 # copy): make set-repo REPO=owner/name. Without REPO, prints the current one and checks they all agree.
 set-repo:
 	$(PYTHON) tools/repo_url.py $(if $(REPO),--set $(REPO))
 
-# The course a teacher hands out: outputs cleared, solutions left out (STUDENT=<folder>, default build/student).
+# The course a teacher hands out: outputs cleared, solutions left out (STUDENT=<folder>, default
+# build/student). REPO=owner/name: its badges and install lines open the class's repository; HINTS=0: its
+# checks show no hints (graded work).
 STUDENT ?= build/student
+HINTS ?= 1
 student:
-	$(PYTHON) tools/student_edition.py $(STUDENT)
+	$(PYTHON) tools/student_edition.py $(STUDENT) $(if $(REPO),--repo $(REPO)) --hints $(HINTS)
+
+# The course as an nbgrader course directory (NBGRADER=<folder>, default build/nbgrader): every lesson's
+# notebook with its solutions between nbgrader's markers and its checks as autograded cells, points =
+# difficulty (docs/teaching.md, Grading). HINTS=1 keeps the hints in the graded checks.
+NBGRADER ?= build/nbgrader
+.PHONY: nbgrader
+nbgrader:
+	$(PYTHON) tools/nbgrader_export.py $(NBGRADER) --hints $(if $(filter command line,$(origin HINTS)),$(HINTS),0)
 
 # Run every notebook once, timed, and write the table of docs/teaching.md (run it on an idle machine).
 times: $(STAMP)
@@ -97,14 +145,89 @@ bench: $(STAMP)
 		$(BIN)/python $$script || status=1; \
 	done; exit $$status
 
-# The MQAR sweep lesson 12 plots (1-2 hours on 2 CPU cores): rewrites benchmarks/results/mqar_sweep.json.
+# The MQAR sweep lesson 12 plots (under 2 hours on 2 idle CPU cores, 2 workers of one thread each). Resumable:
+# one file per run in benchmarks/results/mqar_sweep/, a run whose file exists is skipped; the summary is
+# benchmarks/results/mqar_sweep_summary.json, assembled from the files after every run.
 .PHONY: sweep
 sweep: $(STAMP)
-	$(BIN)/python benchmarks/mqar_sweep.py
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py --workers 2
 
 lint: $(STAMP)
-	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py
+	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py \
+		site site_tests
 
+# Everything the targets above build in the checkout: both environments, build/ (site, student edition,
+# nbgrader course), the caches. Scratch folders under $TMPDIR are each target's own to clear.
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(COLAB) build .pytest_cache .ruff_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# The five lessons with `%%needs gpu` cells.
+GPU_LESSONS := notebooks/03_chunkwise.ipynb notebooks/05b_deltanet_chunked.ipynb \
+	notebooks/06_gated_deltanet.ipynb notebooks/07a_kda.ipynb notebooks/09b_latent_experts.ipynb
+
+# On a machine with an NVIDIA GPU: the unit tests on CUDA (kernels compiled), the five GPU lessons run whole,
+# one after another (their timings share the GPU with nothing), then one table of every GPU cell's forms,
+# errors against float64 and times against flash-linear-attention's kernels, printed and written to
+# benchmarks/results/gpu-<gpu name>.json (commit it). Without a GPU it says so and succeeds.
+GPU_SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-gpu
+.PHONY: test-gpu test-colab
+test-gpu:
+ifneq ($(HAS_GPU),yes)
+	@echo "make test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none), nothing to verify"
+else
+	$(MAKE) $(STAMP)
+	rm -rf "$(GPU_SCRATCH)" && mkdir -p "$(GPU_SCRATCH)/figures" "$(GPU_SCRATCH)/notebooks"
+	HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(GPU_SCRATCH)/figures" MPLBACKEND=Agg $(BIN)/pytest -q -n $(WORKERS) tests/
+	cp conftest.py "$(GPU_SCRATCH)/" && cp $(GPU_LESSONS) "$(GPU_SCRATCH)/notebooks/"
+	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(GPU_SCRATCH)"/notebooks/*.ipynb
+	cd "$(GPU_SCRATCH)" && HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(GPU_SCRATCH)/figures" MPLBACKEND=Agg \
+		KIMIK3_GPU_RESULTS="$(GPU_SCRATCH)/rows.jsonl" "$(CURDIR)/$(BIN)/pytest" -q -p no:xdist --nbval-lax \
+		--nbval-current-env --nbval-cell-timeout=600 notebooks/
+	$(BIN)/python -c 'from kimik3_lessons import gpu_bench; gpu_bench.write_table("$(GPU_SCRATCH)/rows.jsonl")'
+endif
+
+# Colab's versions on a CPU: a second environment, .venv-colab, with the triton of Colab's GPU runtime
+# (COLAB_TRITON) beside this machine's CPU torch (torch 2.8, Colab's, has no CPU wheel on PyPI; importing
+# torch does not import triton), Colab's numpy (COLAB_NUMPY), and the course installed as Colab's first cell
+# installs it: not editable, with [ref] (pip keeps the torch, triton and numpy it finds). In it: the five
+# GPU lessons run whole with Colab's numpy (GPU cells rehearsed, so every kernel runs interpreted; their
+# compile tables cover linear attention, DeltaNet and KDA for sm_75/80/90), the compile table of the other
+# kernels (gated DeltaNet, SiTU) at head size 128, then numpy upgraded to the newest, as a laptop's install
+# gets it, and the kernel tests (once: CI's 30-minute budget). The tests and lessons run from a copy, so
+# that they import the installed package. The environment is built once (like .venv); each run
+# reinstalls the course and Colab's numpy in it.
+COLAB := $(CURDIR)/.venv-colab
+COLAB_STAMP := $(COLAB)/.installed
+COLAB_TRITON ?= 3.4.0
+COLAB_NUMPY ?= 2.0.2
+COLAB_SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-colab
+# The tests that run a Triton kernel (interpreted): what a triton or numpy release can break.
+KERNEL_TESTS := tests/test_mixers.py tests/test_moe.py -k "triton or situ or kernel"
+COLAB_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(COLAB_SCRATCH)/figures" MPLBACKEND=Agg OMP_NUM_THREADS=1 \
+	KIMIK3_REHEARSE=1
+COLAB_PYTEST := cd "$(COLAB_SCRATCH)" && $(COLAB_ENV) $(COLAB)/bin/python -m pytest -q -n $(WORKERS) \
+	-p no:cacheprovider
+$(COLAB_STAMP): pyproject.toml
+	rm -rf $(COLAB) && $(PYTHON) -m venv $(COLAB)
+	$(COLAB)/bin/python -m pip install --quiet $(TORCH_SPEC) "triton==$(COLAB_TRITON)" "numpy==$(COLAB_NUMPY)"
+	$(COLAB)/bin/python -m pip install --quiet ".[ref]" "pytest>=8,<10" "pytest-xdist>=3.5,<4" \
+		"nbval>=0.11,<0.12" ipykernel
+	touch $@
+test-colab: $(COLAB_STAMP) $(STAMP)
+	rm -rf "$(COLAB_SCRATCH)" && mkdir -p "$(COLAB_SCRATCH)/figures" "$(COLAB_SCRATCH)/src"
+	cp -r kimik3_lessons pyproject.toml README.md "$(COLAB_SCRATCH)/src/"
+	$(COLAB)/bin/python -m pip install --quiet "numpy==$(COLAB_NUMPY)" "triton==$(COLAB_TRITON)"
+	$(COLAB)/bin/python -m pip install --quiet --no-deps --force-reinstall "$(COLAB_SCRATCH)/src"
+	mkdir -p "$(COLAB_SCRATCH)/notebooks" && cp -r tests conftest.py "$(COLAB_SCRATCH)/"
+	cp $(GPU_LESSONS) "$(COLAB_SCRATCH)/notebooks/"
+	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(COLAB_SCRATCH)"/notebooks/*.ipynb
+	cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -c 'import kimik3_lessons, numpy, torch, triton; \
+		assert "site-packages" in kimik3_lessons.__file__, kimik3_lessons.__file__; \
+		print("colab env: torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__)'
+	cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -m kimik3_lessons compile-kernels --check --head-dim 128 \
+		--family gated_deltanet moe --workers $(WORKERS)
+	$(COLAB_PYTEST) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $(GPU_LESSONS)
+	$(COLAB)/bin/python -m pip install --quiet --upgrade numpy
+	$(COLAB)/bin/python -c 'import numpy; print("colab env: newest numpy", numpy.__version__)'
+	$(COLAB_PYTEST) $(KERNEL_TESTS)

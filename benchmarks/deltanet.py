@@ -21,7 +21,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import deltanet, lab
+from kimik3_lessons import deltanet, harness, lab
 
 CHECK_T = 4096
 
@@ -35,8 +35,8 @@ def fla_chunkwise(q, k, v, beta, chunk_size):
 
 
 def main():
-    args = lab.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
-                               head_dim=64, chunk_size=[32, 64], repeat=3).parse_args()
+    args = harness.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
+                                   head_dim=64, chunk_size=[32, 64], repeat=3).parse_args()
     dev = lab.setup()
     B, H, D, C0 = args.batch, args.heads, args.head_dim, args.chunk_size[0]
 
@@ -54,16 +54,17 @@ def main():
             calls[f"chunked C={C}"] = (deltanet.chunked, (q, k, v, beta, C))
             if T % C == 0:   # FLA's chunk form needs whole chunks
                 calls[f"fla C={C}"] = (fla_chunkwise, (q * D**0.5, k, v, beta, C))
-                lab.require_close(failures, f"T={T}: FLA's chunkwise form == chunked, C={C}",
-                                  fla_chunkwise(q * D**0.5, k, v, beta, C)[0],
-                                  deltanet.chunked(q, k, v, beta, C)[0])
+                harness.require_close(failures, f"T={T}: FLA's chunkwise form == chunked, C={C}",
+                                      fla_chunkwise(q * D**0.5, k, v, beta, C)[0],
+                                      deltanet.chunked(q, k, v, beta, C)[0])
         results[T] = lab.time_in_turn(calls, args.repeat, once=("recurrent",))
 
-    lab.print_times(f"DeltaNet, B={B}, H={H}, D={D}, float32, forward; "
-                    f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms, ratios)
+    harness.print_times(f"DeltaNet, B={B}, H={H}, D={D}, float32, forward; "
+                        f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms,
+                        ratios)
     print("\n-: not timed (FLA's delta_rule_chunkwise needs T to be a multiple of the chunk size)")
-    lab.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
-    return lab.finish(failures)
+    harness.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
+    return harness.finish(failures)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import gated_deltanet, kda, lab
+from kimik3_lessons import gated_deltanet, harness, kda, lab
 
 CHECK_T = 4096
 
@@ -37,8 +37,8 @@ def fla_naive_chunk_kda(q, k, v, g, beta, chunk_size):
 
 
 def main():
-    args = lab.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
-                               head_dim=64, chunk_size=[64], repeat=3).parse_args()
+    args = harness.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
+                                   head_dim=64, chunk_size=[64], repeat=3).parse_args()
     dev = lab.setup()
     B, H, D, C0 = args.batch, args.heads, args.head_dim, args.chunk_size[0]
 
@@ -63,15 +63,16 @@ def main():
             if T % C == 0:   # FLA's chunk form needs whole chunks
                 bthd = [x.transpose(1, 2).contiguous() for x in (q, k, v, g, beta)]
                 calls[f"FLA C={C}"] = (fla_naive_chunk_kda, (*bthd, C))
-                lab.require_close(failures, f"T={T}: FLA's naive_chunk_kda == KDA chunked, C={C}",
-                                  fla_naive_chunk_kda(*bthd, C)[0], kda.chunked(q, k, v, g, beta, C)[0])
+                harness.require_close(failures, f"T={T}: FLA's naive_chunk_kda == KDA chunked, C={C}",
+                                      fla_naive_chunk_kda(*bthd, C)[0], kda.chunked(q, k, v, g, beta, C)[0])
         results[T] = lab.time_in_turn(calls, args.repeat, once=("GDN rec", "KDA rec"))
 
-    lab.print_times(f"Gated DeltaNet (GDN) and KDA, B={B}, H={H}, D={D}, float32, forward; "
-                    f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms, ratios)
+    harness.print_times(f"Gated DeltaNet (GDN) and KDA, B={B}, H={H}, D={D}, float32, forward; "
+                        f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms,
+                        ratios)
     print("\n-: not timed (FLA's naive_chunk_kda needs T to be a multiple of the chunk size)")
-    lab.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
-    return lab.finish(failures)
+    harness.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
+    return harness.finish(failures)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from kimik3_lessons import gpt2, lab
+from kimik3_lessons import gpt2, harness, lab
 
 REQUIRED = 1.5   # the least uncached / cached ratio (about 2 on an idle 2-core CPU at the defaults)
 
@@ -26,7 +26,7 @@ def first_difference(a, b):
 
 
 def main():
-    parser = lab.bench_arguments(__doc__.splitlines()[0], batch=1, seq_len=16, repeat=1)
+    parser = harness.bench_arguments(__doc__.splitlines()[0], batch=1, seq_len=16, repeat=1)
     parser.add_argument("--new-tokens", type=int, default=100, help="tokens generated (default: 100)")
     args = parser.parse_args()
     dev = lab.setup()
@@ -48,12 +48,12 @@ def main():
     seconds = lab.time_in_turn({"cached": (generate, (True,)), "uncached": (generate, (False,))},
                                repeat=args.repeat, warmup=False)
     ratios = [("uncached/cached", "uncached", "cached", REQUIRED)]
-    lab.print_times(f"seconds per generation: median of {args.repeat} rounds", {args.new_tokens: seconds},
-                    ["cached", "uncached"], ratios, key="new tokens")
+    harness.print_times(f"seconds per generation: median of {args.repeat} rounds", {args.new_tokens: seconds},
+                        ["cached", "uncached"], ratios, key="new tokens")
     per_token = (f"{mode} {1e3 * s / args.new_tokens:.1f}" for mode, s in seconds.items())
     print("\nms per token: " + ", ".join(per_token))
-    lab.require_ratios(failures, seconds, ratios)
-    return lab.finish(failures)
+    harness.require_ratios(failures, seconds, ratios)
+    return harness.finish(failures)
 
 
 if __name__ == "__main__":

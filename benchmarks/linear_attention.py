@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from kimik3_lessons import lab
+from kimik3_lessons import harness, lab
 from kimik3_lessons import linear_attention as la
 
 CHECK_T = 4096
@@ -45,8 +45,8 @@ def skip_reason(form, B, H, T):
 
 
 def main():
-    args = lab.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
-                               head_dim=64, chunk_size=[64], repeat=3).parse_args()
+    args = harness.bench_arguments(__doc__.splitlines()[0], batch=2, heads=8, seq_len=[1024, 4096, 16384],
+                                   head_dim=64, chunk_size=[64], repeat=3).parse_args()
     dev = lab.setup()
     B, H, D, C0 = args.batch, args.heads, args.head_dim, args.chunk_size[0]
 
@@ -66,18 +66,18 @@ def main():
         skipped = {name: why for name in forms if (why := skip_reason(name, B, H, T))}
         notes.update({(T, name): why for name, why in skipped.items()})
         if "fla" not in skipped:
-            lab.require_close(failures, f"T={T}: FLA's naive chunk form == chunked, C={C0}",
-                              fla_chunk(q_t, k_t, v_t)[0], la.chunked(q, k, v, C0)[0])
+            harness.require_close(failures, f"T={T}: FLA's naive chunk form == chunked, C={C0}",
+                                  fla_chunk(q_t, k_t, v_t)[0], la.chunked(q, k, v, C0)[0])
         results[T] = lab.time_in_turn({n: calls[n] for n in forms if n not in skipped}, args.repeat,
                                       once=("recurrent",))
 
-    lab.print_times(f"Linear attention, B={B}, H={H}, D={D}, float32, forward; "
-                    f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms, ratios,
-                    notes=notes)
+    harness.print_times(f"Linear attention, B={B}, H={H}, D={D}, float32, forward; "
+                        f"seconds: median of {args.repeat} rounds (recurrent: one run)", results, forms,
+                        ratios, notes=notes)
     print(f"\nskip (N GB): parallel would hold N GB of [T, T] scores (limit {MAX_SCORE_BYTES / 1e9:.0f} GB); "
           f"skip (T % {FLA_CHUNK}): FLA's chunk form needs T to be a multiple of {FLA_CHUNK}")
-    lab.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
-    return lab.finish(failures)
+    harness.require_ratios(failures, results.get(CHECK_T, {}), ratios, where=f"at T={CHECK_T}")
+    return harness.finish(failures)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from kimik3_lessons import lab, mla
+from kimik3_lessons import harness, lab, mla
 
 CHECK_S = 4096   # cached tokens where the speed-up is required
 REQUIRED = 1.5   # the least explicit / absorbed ratio there
@@ -35,7 +35,7 @@ def decode_step(layer, absorb):
 
 
 def main():
-    parser = lab.bench_arguments(__doc__.splitlines()[0], seq_len=[512, 1024, 2048, 4096, 8192], repeat=7)
+    parser = harness.bench_arguments(__doc__.splitlines()[0], seq_len=[512, 1024, 2048, 4096, 8192], repeat=7)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
     if args.threads:
@@ -49,18 +49,18 @@ def main():
     failures, results = [], {}
     with torch.inference_mode():
         x, cache = decode_inputs(layer, 1024)   # first: the two paths compute the same step
-        lab.require_close(failures, "absorbed vs explicit decode step", steps["explicit"](x, cache),
-                          steps["absorbed"](x, cache))
+        harness.require_close(failures, "absorbed vs explicit decode step", steps["explicit"](x, cache),
+                              steps["absorbed"](x, cache))
         for S in args.seq_len:
             x, cache = decode_inputs(layer, S)
             results[S] = lab.time_in_turn({name: (step, (x, cache)) for name, step in steps.items()},
                                           repeat=args.repeat)
     ratios = [("explicit/absorbed", "explicit", "absorbed", REQUIRED)]
-    lab.print_times(f"seconds per decode step: median of {args.repeat} rounds", results, list(steps), ratios,
-                    key="cached tokens")
+    harness.print_times(f"seconds per decode step: median of {args.repeat} rounds", results, list(steps),
+                        ratios, key="cached tokens")
     print()
-    lab.require_ratios(failures, results.get(CHECK_S, {}), ratios, where=f"at {CHECK_S} cached tokens")
-    return lab.finish(failures)
+    harness.require_ratios(failures, results.get(CHECK_S, {}), ratios, where=f"at {CHECK_S} cached tokens")
+    return harness.finish(failures)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from kimik3_lessons import lab, moe
+from kimik3_lessons import harness, lab, moe
 
 # (label, slower form, faster form, the least ratio required, or None where it is only shown)
 DISPATCH_RATIOS = [("dense/sparse", "dense", "sparse", 1.0)]
@@ -35,12 +35,12 @@ def time_dispatch(dev, repeat, failures):
     layer = moe.LatentMoE(moe.MoEConfig(hidden, latent, experts, top_k, 1, width)).to(dev)
     x = torch.randn(tokens, hidden, device=dev)
     with torch.no_grad():
-        lab.require_close(failures, "sparse == dense", layer.dense_forward(x), layer(x), rtol=1e-4)
+        harness.require_close(failures, "sparse == dense", layer.dense_forward(x), layer(x), rtol=1e-4)
         seconds = lab.time_in_turn({"sparse": (layer, (x,)), "dense": (layer.dense_forward, (x,))},
                                    repeat=repeat)
-    lab.print_times(f"MoE dispatch: hidden {hidden}, latent {latent}, {experts} experts, top {top_k}, "
-                    f"expert width {width}; seconds: median of {repeat} rounds",
-                    {tokens: seconds}, ["sparse", "dense"], DISPATCH_RATIOS, key="tokens")
+    harness.print_times(f"MoE dispatch: hidden {hidden}, latent {latent}, {experts} experts, top {top_k}, "
+                        f"expert width {width}; seconds: median of {repeat} rounds",
+                        {tokens: seconds}, ["sparse", "dense"], DISPATCH_RATIOS, key="tokens")
     return seconds
 
 
@@ -57,28 +57,28 @@ def time_activations(dev, repeat, failures):
     up = (torch.randn(rows, cols, device=dev) * 4).bfloat16()
     forms = {"swiglu f32": moe.swiglu, "swiglu bf16": swiglu_bf16, "situ eager": moe.situ}
     if lab.on_gpu():
-        lab.require_close(failures, "situ_triton == situ", moe.situ(gate, up), moe.situ_triton(gate, up))
+        harness.require_close(failures, "situ_triton == situ", moe.situ(gate, up), moe.situ_triton(gate, up))
         forms["situ fused"] = moe.situ_triton
     seconds = lab.time_in_turn({name: (fn, (gate, up)) for name, fn in forms.items()}, repeat=repeat)
     shape = f"{rows}x{cols}"
-    lab.print_times(f"Activations, bfloat16 (swiglu f32: float32 math, like situ; swiglu bf16: no casts); "
-                    f"seconds: median of {repeat} rounds", {shape: seconds}, ACTIVATIONS, ACTIVATION_RATIOS,
-                    key="shape", notes={(shape, "situ fused"): "GPU only"})
+    harness.print_times(f"Activations, bfloat16 (swiglu f32: float32 math, like situ; swiglu bf16: no "
+                        f"casts); seconds: median of {repeat} rounds", {shape: seconds}, ACTIVATIONS,
+                        ACTIVATION_RATIOS, key="shape", notes={(shape, "situ fused"): "GPU only"})
     moved = 3 * gate.numel() * gate.element_size()  # the least any form can move: read gate, up; write out
     print("GB/s (3 passes): " + ", ".join(f"{name} {moved / t / 1e9:.1f}" for name, t in seconds.items()))
     return seconds
 
 
 def main():
-    args = lab.bench_arguments(__doc__.splitlines()[0], repeat=9).parse_args()
+    args = harness.bench_arguments(__doc__.splitlines()[0], repeat=9).parse_args()
     dev = lab.setup()
     failures = []
     dispatch = time_dispatch(dev, args.repeat, failures)
     activations = time_activations(dev, args.repeat, failures)
     print("\neager SiTU / SwiGLU, reported by the article: 'almost 3x'\n")
-    lab.require_ratios(failures, dispatch, DISPATCH_RATIOS)
-    lab.require_ratios(failures, activations, ACTIVATION_RATIOS)
-    return lab.finish(failures)
+    harness.require_ratios(failures, dispatch, DISPATCH_RATIOS)
+    harness.require_ratios(failures, activations, ACTIVATION_RATIOS)
+    return harness.finish(failures)
 
 
 if __name__ == "__main__":

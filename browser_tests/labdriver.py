@@ -11,7 +11,7 @@ until no cell is running, then checks, reading the notebook model through `windo
 - moving each slider (focus the handle, press ArrowRight) re-renders the output area it drives.
 
 It returns a `Report` listing the problems found (empty when the notebook passes) and its timings, and
-saves a screenshot. The recipe is ../../shared/notes/jupyterlab_browser.md (verified on a 2-core machine).
+saves a screenshot. Why each step is there is in docs/design.md, "Driving JupyterLab in a browser".
 """
 
 import json

@@ -1,6 +1,8 @@
 """`python -m kimik3_lessons run-notebooks notebooks/*.ipynb` — execute lessons in place (`make notebooks`);
 `python -m kimik3_lessons compile-kernels [--check]` — compile every Triton kernel for GPU targets
-(`gpu_targets`: registers, spills, shared memory, compile time; no GPU needed).
+(`gpu_targets`: registers, spills, shared memory, compile time; no GPU needed);
+`python -m kimik3_lessons grade SUBMISSIONS/ [-o grades.csv]` — grade submitted notebooks into a CSV, a row
+per student and a column per exercise (`grading`).
 
 Every code cell runs top to bottom in a fresh kernel and keeps its outputs, so readers on GitHub see
 each number and figure. Cells that need a GPU or the internet guard themselves (`%%needs`, see
@@ -55,9 +57,13 @@ def main(argv=None):
         from kimik3_lessons import gpu_targets
         gpu_targets.compile_mode()
         return gpu_targets.main(argv[1:])
+    if argv[:1] == ["grade"]:             # grade submitted notebooks into a CSV (kimik3_lessons.grading)
+        from kimik3_lessons import grading
+        return grading.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m kimik3_lessons")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("compile-kernels", help="compile every Triton kernel for sm_75/80/90 (see --help)")
+    sub.add_parser("grade", help="grade a folder of submitted notebooks into a CSV (see --help)")
     run = sub.add_parser("run-notebooks", help="execute notebooks in place, keeping their outputs")
     run.add_argument("notebooks", nargs="+", type=Path)
     args = parser.parse_args(argv)

@@ -5,16 +5,16 @@ The delta rule reads what key k already holds, k S, and writes only the differen
 State S is [K, V] per head; q, k are [B, H, T, K], v is [B, H, T, V], beta is [B, H, T].
 No scaling or normalization happens inside: layers L2-normalize q and k themselves.
 
-Three forms, one answer (DESIGN.md contract), each returning (o, final_state):
-- `recurrent`       the definition, one token at a time (`delta_rule_step`);
+Three forms, one answer (the contract of `contract.py`), each returning (o, final_state):
+- `recurrent`       the definition, one token at a time (`deltanet_step`);
 - `chunked`         the WY/UT chunk form: per chunk of C rows,
-                        A = strict_tril(diag(b) K K^T),  L_inv = (I + A)^{-1}  (the papers' T),
-                        W = L_inv diag(b) K,  U = L_inv diag(b) V  (`wy_representation`),
+                        A = strict_tril(diag(beta) K K^T),  L_inv = (I + A)^{-1}  (the papers' T),
+                        W = L_inv diag(beta) K,  U = L_inv diag(beta) V  (`wy_representation`),
                         U' = U - W S,  O = Q S + tril(Q K^T) U',  S <- S + K^T U';
 - `triton_chunked`  the same three steps as Triton kernels: `deltanet_intra_chunk_kernel` (A, L_inv, W, U
                     for every chunk in parallel), then the scan over chunks and the outputs that every
-                    mixer shares (`contract.chunk_scan_kernel`, `contract.chunk_output_kernel`), whose
-                    switch DELTA adds to lesson 03's scan only U' = U - W S.
+                    mixer shares (`chunk_kernels.chunk_scan_kernel`, `chunk_kernels.chunk_output_kernel`),
+                    whose switch DELTA adds to lesson 03's scan only U' = U - W S.
 L_inv = (I + A)^{-1} comes from forward substitution: row by row (`forward_substitution`, the definition),
 by blocks of 16 rows (`blocked_forward_substitution`, the PyTorch form: fewer, larger steps), and row by row
 on a tile in the kernel (`forward_substitution_tile`: a masked reduction per row, no matrix product).
@@ -27,10 +27,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kimik3_lessons import contract
+from kimik3_lessons import chunk_kernels, contract
 
 
-def delta_rule_step(S, q_t, k_t, v_t, beta_t):
+def deltanet_step(S, q_t, k_t, v_t, beta_t):
     """One token of the delta rule (the decode step); returns (o_t, S_t).
 
         u_t = beta_t (v_t - k_t S)      S_t = S + k_t^T u_t      o_t = q_t S_t
@@ -50,10 +50,10 @@ def recurrent(q, k, v, beta, initial_state=None):
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
     out_dtype = v.dtype
-    q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, delta=True)
+    q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, **MIXER.switches)
     o = q.new_empty(*v.shape)
     for t in range(q.shape[2]):
-        o[:, :, t], S = delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        o[:, :, t], S = deltanet_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
     return o.to(out_dtype), S
 
 
@@ -109,7 +109,7 @@ def householder_product(k, beta):
     P = torch.eye(K, dtype=k.dtype, device=k.device).expand(*k.shape[:-2], K, K)
     for t in range(k.shape[-2]):
         k_t = k[..., t, None, :]
-        P = P - beta[..., t, None, None] * k_t.transpose(-1, -2) @ (k_t @ P)
+        P = P - beta[..., t, None, None] * k_t.mT @ (k_t @ P)
     return P
 
 
@@ -121,7 +121,7 @@ def wy_representation(k, v, beta):
     hold every chunk of every head, so all of them are transformed at once.
     """
     k_beta = beta[..., None] * k
-    A = torch.tril(k_beta @ k.transpose(-1, -2), diagonal=-1)
+    A = torch.tril(k_beta @ k.mT, diagonal=-1)
     L_inv = blocked_forward_substitution(A)
     return L_inv @ k_beta, L_inv @ (beta[..., None] * v)
 
@@ -142,7 +142,7 @@ def chunk_state_scan(W, U, K, S, decay=None):
         S_n.append(S)
         U_new.append(U[:, :, n] - W[:, :, n] @ S)
         S = S if decay is None else decay[:, :, n, :, None] * S
-        S = S + K[:, :, n].transpose(-1, -2) @ U_new[-1]
+        S = S + K[:, :, n].mT @ U_new[-1]
     return torch.stack(S_n, dim=2), torch.stack(U_new, dim=2), S
 
 
@@ -156,11 +156,11 @@ def chunked(q, k, v, beta, chunk_size=64, initial_state=None):
     """
     contract.check_chunk_size(chunk_size)
     T, out_dtype = q.shape[2], v.dtype
-    q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, delta=True)
+    q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, **MIXER.switches)
     q, k, v, beta = (contract.split_chunks(x, chunk_size) for x in (q, k, v, beta))
     W, U = wy_representation(k, v, beta)
     S_n, U_new, S = chunk_state_scan(W, U, k, S)
-    o = q @ S_n + torch.tril(q @ k.transpose(-1, -2)) @ U_new
+    o = q @ S_n + torch.tril(q @ k.mT) @ U_new
     return contract.merge_chunks(o, T).to(out_dtype), S
 
 
@@ -229,39 +229,64 @@ def forward_substitution_tile(A, C: tl.constexpr):
 
 
 @triton.jit
-def wy_slices(L_inv, scale, x, out, t, T, width, BW: tl.constexpr, PRECISION: tl.constexpr):
-    """out = L_inv diag(scale) X for the rows t of x [T, width] (W from K, U from V), written BW columns
+def wy_slices(L_inv, Scale, x, out, t, T, width, SLICE: tl.constexpr, PRECISION: tl.constexpr):
+    """out = L_inv diag(Scale) X for the rows t of x [T, width] (W from K, U from V), written SLICE columns
     at a time: the WY form's products, in slices."""
-    for c0 in range(0, width, BW):
-        cols = c0 + tl.arange(0, BW)
-        X = scale[:, None] * contract.load_rows(x, t, cols, T, width)
-        contract.store_rows(out, t, cols, T, width, tl.dot(L_inv, X, input_precision=PRECISION))
+    c0 = 0
+    while c0 < width:           # a runtime bound: a while loop (the rules in `chunk_kernels`)
+        cols = c0 + tl.arange(0, SLICE)
+        X = Scale[:, None] * chunk_kernels.load_rows(x, t, cols, T, width)
+        chunk_kernels.store_rows(out, t, cols, T, width, tl.dot(L_inv, X, input_precision=PRECISION))
+        c0 += SLICE
 
 
 @triton.jit
-def deltanet_intra_chunk_kernel(q, k, v, beta, a_qk, w, u, T, K, V,
-                                C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr):
+def deltanet_intra_chunk_kernel(
+    # pointers: inputs
+    q,          # [B*H, T, K]
+    k,          # [B*H, T, K]
+    v,          # [B*H, T, V]
+    beta,       # [B*H, T]
+    # pointers: outputs
+    a_qk,       # [B*H, T, C]  A_n = tril(Q_n K_n^T)
+    w,          # [B*H, T, K]  W_n
+    u,          # [B*H, T, V]  U_n
+    # sizes
+    T,
+    K,
+    V,
+    C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+):
     """Everything chunk n of head bh needs from itself (rows t = nC ... nC + C - 1, zeros past T):
 
-        A     = strict_tril(diag(b) K K^T)      A_qk = tril(Q K^T)
+        A     = strict_tril(diag(Beta) K K^T)   A_qk = tril(Q K^T)
         L_inv = (I + A)^{-1}                     row by row (`forward_substitution_tile`)
-        W     = L_inv diag(b) K                  U = L_inv diag(b) V
+        W     = L_inv diag(Beta) K               U = L_inv diag(Beta) V
 
     Lesson 03's intra-chunk kernel computes A_qk alone; this one adds the WY form. K and V are read in
-    slices of BK and BV columns (16), so every product is thin whatever the head size.
+    slices of SLICE columns (16), so every product is thin whatever the head size.
     """
-    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    n = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
     r = tl.arange(0, C)
     t = n * C + r
-    q, k, v, a_qk, w, u = q + bh * T * K, k + bh * T * K, v + bh * T * V, a_qk + bh * T * C, \
-        w + bh * T * K, u + bh * T * V
-    b = tl.load(beta + bh * T + t, mask=t < T, other=0.0)
-    A = contract.dot_rows(k, k, t, T, K, C, BK, PRECISION)                                # K K^T
-    L_inv = forward_substitution_tile(tl.where(r[:, None] > r[None, :], b[:, None] * A, 0.0), C)
-    wy_slices(L_inv, b, k, w, t, T, K, BK, PRECISION)                                   # W = L_inv diag(b) K
-    wy_slices(L_inv, b, v, u, t, T, V, BV, PRECISION)                                   # U = L_inv diag(b) V
-    A_qk = contract.dot_rows(q, k, t, T, K, C, BK, PRECISION)                             # Q K^T
-    contract.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
+    q += bh * T * K
+    k += bh * T * K
+    v += bh * T * V
+    beta += bh * T
+    a_qk += bh * T * C
+    w += bh * T * K
+    u += bh * T * V
+    Beta = tl.load(beta + t, mask=t < T, other=0.0)
+    A = chunk_kernels.dot_rows(k, k, t, T, K, C, SLICE, PRECISION)                              # K K^T
+    L_inv = forward_substitution_tile(tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C)
+    wy_slices(L_inv, Beta, k, w, t, T, K, SLICE, PRECISION)                          # W = L_inv diag(Beta) K
+    wy_slices(L_inv, Beta, v, u, t, T, V, SLICE, PRECISION)                          # U = L_inv diag(Beta) V
+    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)                           # Q K^T
+    chunk_kernels.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
 
 
 def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -272,6 +297,10 @@ def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None, input_preci
     a power of two >= 16 (tl.dot's smallest tile); input_precision "ieee" (exact float32) or "tf32"
     (tensor cores, sm_80+).
     """
-    return contract.launch_chunked(deltanet_intra_chunk_kernel, q, k, v, beta=beta, delta=True,
-                                   chunk_size=chunk_size, initial_state=initial_state,
-                                   input_precision=input_precision)
+    return chunk_kernels.launch_chunked(MIXER, q, k, v, beta=beta, chunk_size=chunk_size,
+                                        initial_state=initial_state, input_precision=input_precision)
+
+
+MIXER = contract.Mixer(name="deltanet", title="DeltaNet", lesson="05", delta=True, decay=None,
+                       recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked,
+                       step=deltanet_step, intra_chunk_kernel=deltanet_intra_chunk_kernel)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kimik3_lessons import contract, deltanet
+from kimik3_lessons import chunk_kernels, contract, deltanet
 
 
 def mamba2_gate(x, A_log, dt_bias):
@@ -39,7 +39,7 @@ def mamba2_gate(x, A_log, dt_bias):
 # The definition: one token at a time
 
 
-def gated_delta_step(S, q_t, k_t, v_t, g_t, beta_t):
+def gated_deltanet_step(S, q_t, k_t, v_t, g_t, beta_t):
     """One token of the gated delta rule: decay the state, then the delta-rule step. Returns (o_t, S_t).
 
         S <- exp(g_t) S;    u_t = beta_t (v_t - k_t S);    S_t = S + k_t^T u_t;    o_t = q_t S_t
@@ -47,7 +47,7 @@ def gated_delta_step(S, q_t, k_t, v_t, g_t, beta_t):
     S [B, H, K, V]; q_t, k_t [B, H, K]; v_t [B, H, V]; g_t, beta_t [B, H].
     """
     S = torch.exp(g_t)[..., None, None] * S
-    return deltanet.delta_rule_step(S, q_t, k_t, v_t, beta_t)
+    return deltanet.deltanet_step(S, q_t, k_t, v_t, beta_t)
 
 
 def recurrent(q, k, v, g, beta, initial_state=None):
@@ -56,10 +56,11 @@ def recurrent(q, k, v, g, beta, initial_state=None):
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
     out_dtype = v.dtype
-    q, k, v, g, beta, S = contract.prepare(q, k, v, g, beta, initial_state, gate="scalar", delta=True)
+    q, k, v, g, beta, S = contract.prepare(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                           **MIXER.switches)
     o = q.new_empty(*v.shape)
     for t in range(q.shape[2]):
-        o[:, :, t], S = gated_delta_step(S, q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
+        o[:, :, t], S = gated_deltanet_step(S, q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
     return o.to(out_dtype), S
 
 
@@ -106,7 +107,8 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     """
     contract.check_chunk_size(chunk_size)
     T, out_dtype = q.shape[2], v.dtype
-    q, k, v, g, beta, S = contract.prepare(q, k, v, g, beta, initial_state, gate="scalar", delta=True)
+    q, k, v, g, beta, S = contract.prepare(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                           **MIXER.switches)
     q, k, v, g, beta = (contract.split_chunks(x, chunk_size) for x in (q, k, v, g, beta))
 
     G = g.cumsum(-1)                                                  # [B, H, N, C]
@@ -124,43 +126,76 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
 
 
 @triton.jit
-def gated_deltanet_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, decay, T, K, V,
-                                      C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                                      PRECISION: tl.constexpr):
+def gated_deltanet_intra_chunk_kernel(
+    # pointers: inputs
+    q,          # [B*H, T, K]
+    k,          # [B*H, T, K]
+    v,          # [B*H, T, V]
+    g_cum,      # [B*H, N*C]     G = cumsum(g) inside each chunk (from the launcher)
+    beta,       # [B*H, T]
+    # pointers: outputs
+    a_qk,       # [B*H, T, C]    A_n = tril(Q_n K_n^T * Gamma)
+    w,          # [B*H, T, K]    W_n
+    u,          # [B*H, T, V]    U_n
+    qd,         # [B*H, T, K]    Qd_n = exp(G) Q_n
+    kd,         # [B*H, T, K]    Kd_n = exp(G_C - G) K_n
+    decay,      # [B*H, N, K]    d_n = exp(G_C), the same for every key row
+    # sizes
+    T,
+    K,
+    V,
+    C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+):
     """Everything chunk n of head bh needs from itself, with G = cumsum(g) inside the chunk (g_cum, from the
     launcher) and Gamma_ij = exp(G_i - G_j) (i >= j, else 0):
 
-        A     = strict_tril(diag(b) K K^T * Gamma)      A_qk = tril(Q K^T * Gamma)
+        A     = strict_tril(diag(Beta) K K^T * Gamma)   A_qk = tril(Q K^T * Gamma)
         L_inv = (I + A)^{-1}                             row by row (`deltanet.forward_substitution_tile`)
-        W     = L_inv diag(b exp(G)) K                   U = L_inv diag(b) V
+        W     = L_inv diag(Beta exp(G)) K                U = L_inv diag(Beta) V
         Qd    = exp(G) Q,  Kd = exp(G_C - G) K,  d_n = exp(G_C) for every key row
 
     Lesson 05's kernel plus the lines marked "decay". Rows past T read beta = 0, k = 0 (and g = 0).
     """
-    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    n = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    N = tl.cdiv(T, C)
     r = tl.arange(0, C)
     t = n * C + r
-    q, k, v, a_qk, w, u = q + bh * T * K, k + bh * T * K, v + bh * T * V, a_qk + bh * T * C, \
-        w + bh * T * K, u + bh * T * V
-    qd, kd, decay = qd + bh * T * K, kd + bh * T * K, decay + (bh * tl.cdiv(T, C) + n) * K         # decay
-    b = tl.load(beta + bh * T + t, mask=t < T, other=0.0)
-    G = tl.load(g_cum + bh * tl.cdiv(T, C) * C + t)                                        # decay
-    G_C = tl.load(g_cum + bh * tl.cdiv(T, C) * C + n * C + C - 1)                          # decay
+    q += bh * T * K
+    k += bh * T * K
+    v += bh * T * V
+    g_cum += bh * N * C                                                                     # decay
+    beta += bh * T
+    a_qk += bh * T * C
+    w += bh * T * K
+    u += bh * T * V
+    qd += bh * T * K                                                                        # decay
+    kd += bh * T * K                                                                        # decay
+    decay += (bh * N + n) * K                                                               # decay
+    Beta = tl.load(beta + t, mask=t < T, other=0.0)
+    G = tl.load(g_cum + t)                                                                  # decay
+    G_C = tl.load(g_cum + n * C + C - 1)                                                    # decay
     lower = r[:, None] >= r[None, :]
     Gamma = tl.where(lower, tl.exp(tl.where(lower, G[:, None] - G[None, :], 0.0)), 0.0)    # decay: never > 1
-    A = contract.dot_rows(k, k, t, T, K, C, BK, PRECISION)
-    A = tl.where(r[:, None] > r[None, :], b[:, None] * A * Gamma, 0.0)                     # decay: * Gamma
+    A = chunk_kernels.dot_rows(k, k, t, T, K, C, SLICE, PRECISION)
+    A = tl.where(r[:, None] > r[None, :], Beta[:, None] * A * Gamma, 0.0)                  # decay: * Gamma
     L_inv = deltanet.forward_substitution_tile(A, C)
-    deltanet.wy_slices(L_inv, b * tl.exp(G), k, w, t, T, K, BK, PRECISION)                # decay: b e^G
-    deltanet.wy_slices(L_inv, b, v, u, t, T, V, BV, PRECISION)
-    for k0 in range(0, K, BK):                                                             # decay
-        cols = k0 + tl.arange(0, BK)
-        Q_n, K_n = contract.load_rows(q, t, cols, T, K), contract.load_rows(k, t, cols, T, K)
-        contract.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * Q_n)
-        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)
-        tl.store(decay + cols, tl.zeros([BK], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)
-    A_qk = contract.dot_rows(q, k, t, T, K, C, BK, PRECISION)
-    contract.store_rows(a_qk, t, r, T, C, A_qk * Gamma)                                    # decay: * Gamma
+    deltanet.wy_slices(L_inv, Beta * tl.exp(G), k, w, t, T, K, SLICE, PRECISION)         # decay: Beta e^G
+    deltanet.wy_slices(L_inv, Beta, v, u, t, T, V, SLICE, PRECISION)
+    k0 = 0
+    while k0 < K:                                                                          # decay
+        cols = k0 + tl.arange(0, SLICE)
+        Q_n = chunk_kernels.load_rows(q, t, cols, T, K)
+        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
+        chunk_kernels.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * Q_n)
+        chunk_kernels.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)
+        tl.store(decay + cols, tl.zeros([SLICE], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)
+        k0 += SLICE
+    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)
+    chunk_kernels.store_rows(a_qk, t, r, T, C, A_qk * Gamma)                               # decay: * Gamma
 
 
 def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -171,6 +206,10 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
     power of two >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors
     near 1e-3). Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
     """
-    return contract.launch_chunked(gated_deltanet_intra_chunk_kernel, q, k, v, g, beta, gate="scalar",
-                                   delta=True, chunk_size=chunk_size, initial_state=initial_state,
-                                   input_precision=input_precision)
+    return chunk_kernels.launch_chunked(MIXER, q, k, v, g=g, beta=beta, chunk_size=chunk_size,
+                                        initial_state=initial_state, input_precision=input_precision)
+
+
+MIXER = contract.Mixer(name="gated_deltanet", title="gated DeltaNet", lesson="06", delta=True, decay="head",
+                       recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked,
+                       step=gated_deltanet_step, intra_chunk_kernel=gated_deltanet_intra_chunk_kernel)

@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-@dataclass
+@dataclass(frozen=True)
 class GPTConfig:
     """GPT-2 small by default: 12 layers, 12 heads, width 768, 1024 positions, 50257 tokens.
     (GPT-2's own names: n_layer, n_head, n_embd, n_positions.)"""

@@ -7,10 +7,10 @@
 interpreter, `compile_in_subprocess(...)` runs it in a fresh Python and returns the rows.
 
 Triton compiles for a target it is given (`triton.compile(ASTSource(...), target=GPUTarget("cuda", cap,
-32))`) on any machine; `ptxas`, shipped in the triton wheel, assembles the result and reports registers
-and spills (`-v`, printed with TRITON_DUMP_PTXAS_LOG=1). Each kernel is compiled as a new user's first
-call on that GPU compiles it: an empty cache, the launcher's own tile sizes and launch options
-(`contract.block_sizes`, `contract.LAUNCH`), float32 tensors.
+32))`) on any machine; `ptxas`, shipped in the triton wheel, assembles the PTX it produced, and run again
+with `-v` on that PTX (`ptxas_report`) reports registers and spills, the same way on every triton from
+3.2 on. Each kernel is compiled as a new user's first call on that GPU compiles it: an empty cache, the
+launcher's own constexprs and launch options (`chunk_kernels.launches`), float32 tensors.
 
 Targets: sm_75 (T4, Colab's free GPU: 64 KiB of shared memory per block, no TF32 or bf16 tensor cores),
 sm_80 (A100: 163 KiB), sm_90 (H100 and H200: 227 KiB).
@@ -18,7 +18,7 @@ sm_80 (A100: 163 KiB), sm_90 (H100 and H200: 227 KiB).
 
 import argparse
 import contextlib
-import io
+import inspect
 import json
 import os
 import re
@@ -29,8 +29,9 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from kimik3_lessons import contract
+
 TARGETS = {75: ("T4", 64 * 1024), 80: ("A100", 163 * 1024), 90: ("H100", 227 * 1024)}
-FAMILIES = ("linear_attention", "deltanet", "gated_deltanet", "kda", "moe")
 # The slowest acceptable compile of one kernel, in CPU seconds (wall time grows with the machine's load,
 # CPU time does not). Every kernel here compiles in under 2 CPU seconds; 10 s leaves room for a slower
 # CPU while a first call on Colab, which compiles three kernels, still starts within half a minute.
@@ -39,46 +40,55 @@ MAX_SECONDS = 10.0
 
 
 def compile_mode():
-    """Make the lesson modules define compilable kernels (call it before anything imports triton) and let
-    ptxas report its registers and spills. `python -m kimik3_lessons compile-kernels` does this."""
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") == "1":
+    """Make the lesson modules define compilable kernels (call it before anything imports triton).
+    `python -m kimik3_lessons compile-kernels` does this."""
+    if "triton" in sys.modules and contract.interpreted():
         raise RuntimeError("Triton already runs in the interpreter in this Python: "
                            "use compile_in_subprocess()")
     os.environ["TRITON_INTERPRET"] = "0"
-    os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 
-def course_kernels(head_dim, chunk_size, families=FAMILIES):
+def families():
+    """What --family takes: every mixer of the family (`mixers.MIXERS`), and "moe" (the SiTU kernel)."""
+    from kimik3_lessons import mixers
+    return (*mixers.MIXERS, "moe")
+
+
+def course_kernels(head_dim, chunk_size, families=None):
     """Every kernel of the course as a launch compiles it at head size K = V = head_dim, each once:
     [(families that launch it, label, kernel, constexprs, options, argument types)]. Argument types:
-    runtime scalars by name, "*" for the tensors' element type."""
-    from kimik3_lessons import contract, deltanet, gated_deltanet, kda, linear_attention, moe
-    C, sizes, launch = chunk_size, contract.block_sizes(head_dim, head_dim), contract.LAUNCH
-    mixer = {"T": "i32", "K": "i32", "V": "i32", "*": "*fp32"}
-    intra = dict(C=C, LOG_C=C.bit_length() - 1, BK=contract.SLICE, BV=contract.SLICE)
-    scan = dict(C=C, **sizes, HAS_S0=True)
-    kernels = [
-        (("linear_attention",), "linear attention: intra-chunk",
-         linear_attention.linear_attention_intra_chunk_kernel, intra, launch["intra"], mixer),
-        (("deltanet",), "DeltaNet: intra-chunk", deltanet.deltanet_intra_chunk_kernel, intra, launch["intra"],
-         mixer),
-        (("gated_deltanet",), "gated DeltaNet: intra-chunk", gated_deltanet.gated_deltanet_intra_chunk_kernel,
-         intra, launch["intra"], mixer),
-        (("kda",), "KDA: intra-chunk", kda.kda_intra_chunk_kernel, intra, launch["intra"], mixer),
-        (("linear_attention",), "scan, linear attention", contract.chunk_scan_kernel,
-         dict(scan, DELTA=False, DECAY=False), launch["scan"], mixer),
-        (("deltanet",), "scan, DeltaNet (DELTA)", contract.chunk_scan_kernel,
-         dict(scan, DELTA=True, DECAY=False), launch["scan"], mixer),
-        (("gated_deltanet", "kda"), "scan, gated DeltaNet and KDA (DELTA, DECAY)", contract.chunk_scan_kernel,
-         dict(scan, DELTA=True, DECAY=True), launch["scan"], mixer),
-        (FAMILIES[:4], "output, all four mixers", contract.chunk_output_kernel, dict(C=C, **sizes),
-         launch["output"], mixer),
-        (("moe",), "SiTU, fused (bf16)", moe.situ_kernel, dict(LINEAR=True, BLOCK=1024), dict(num_warps=4),
-         {"n": "i32", "beta": "fp32", "linear_beta": "fp32", "*": "*bf16"}),
-    ]
-    return [(users, label, kernel, {n: v for n, v in cx.items() if n in kernel.arg_names}, options, types)
-            for users, label, kernel, cx, options, types in kernels if set(users) & set(families)]
+    runtime scalars by name, "*" for the tensors' element type.
+
+    The mixers' kernels are read from the family (`mixers.MIXERS`) and the launcher's own plan
+    (`chunk_kernels.launches`: the constexprs and launch options a call uses, with an initial state), so
+    that a kernel the launcher would compile differently cannot be missed here. A kernel two mixers launch
+    with the same constexprs (the scan of gated DeltaNet and KDA) is compiled once."""
+    from kimik3_lessons import chunk_kernels, mixers, moe
+    found = {}                                   # (kernel name, constexprs) -> [mixers, label, kernel, ...]
+    for mixer in mixers.MIXERS.values():
+        plan = chunk_kernels.launches(mixer.intra_chunk_kernel, chunk_size, head_dim, head_dim, chunk_size, 1,
+                                      delta=mixer.delta, decay=mixer.decay is not None, has_s0=True)
+        for step, kernel, _, constexprs, options in plan:
+            key = (kernel.__name__, tuple(sorted((n, v) for n, v in constexprs.items() if n != "PRECISION")))
+            found.setdefault(key, [[], step, kernel, constexprs, options])[0].append(mixer)
+    kernels = [(tuple(m.name for m in users), label(step, users, constexprs), kernel, constexprs, options,
+                {"T": "i32", "K": "i32", "V": "i32", "*": "*fp32"})
+               for users, step, kernel, constexprs, options in found.values()]
+    situ = dict(LINEAR=True, BLOCK=1024, BF16_BITS=True)           # bfloat16, as `situ_triton` passes it
+    kernels.append((("moe",), "SiTU, fused (bf16)", moe.situ_kernel, situ, dict(num_warps=4),
+                    {"n": "i32", "beta": "fp32", "linear_beta": "fp32", "*": "*i16"}))
+    return [kernel for kernel in kernels if families is None or set(kernel[0]) & set(families)]
+
+
+def label(step, users, constexprs):
+    """'KDA: intra-chunk', 'scan, DeltaNet (DELTA)', 'output, linear attention, DeltaNet, ... and KDA'."""
+    if step == "intra":
+        return f"{users[0].title}: intra-chunk"
+    titles = [m.title for m in users]
+    names = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
+    on = [name for name in ("DELTA", "DECAY") if constexprs.get(name)]
+    return f"{step}, {names}" + (f" ({', '.join(on)})" if on else "")
 
 
 def signature(kernel, constexprs, types):
@@ -109,6 +119,37 @@ def empty_triton_cache():
                 os.environ["TRITON_CACHE_DIR"] = before
 
 
+def wheel_ptxas(cap):
+    """The path of the ptxas the triton wheel ships (and compiles sm_{cap} with): `get_ptxas()` from
+    triton 3.3 on (3.9: `get_ptxas(cap)`, a newer ptxas for sm_90 and up), `_path_to_binary` in 3.2."""
+    from triton.backends.nvidia import compiler
+    if not hasattr(compiler, "get_ptxas"):
+        return compiler._path_to_binary("ptxas")[0]
+    takes_arch = bool(inspect.signature(compiler.get_ptxas).parameters)
+    return (compiler.get_ptxas(cap) if takes_arch else compiler.get_ptxas()).path
+
+
+def ptxas_report(ptx, cap):
+    """Registers and spill bytes of one kernel's PTX: `ptxas -v` (the wheel's) on sm_{cap}, as Triton runs it
+    (`-lineinfo`, for sm_90 the arch-specific sm_90a, and from ptxas 13 on `--regAllocOptLevel=2`, which
+    triton 3.9 passes). Returns (registers or None, spill bytes, the report)."""
+    ptxas = wheel_ptxas(cap)
+    version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
+    release = re.search(r"release (\d+)", version)
+    flags = ["--regAllocOptLevel=2"] if release and int(release.group(1)) >= 13 else []
+    with tempfile.TemporaryDirectory(prefix="kimik3-ptxas-") as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w") as f:
+            f.write(ptx)
+        arch = f"sm_{cap}a" if cap >= 90 else f"sm_{cap}"
+        done = subprocess.run([ptxas, "-lineinfo", "-v", *flags, f"--gpu-name={arch}", source,
+                               "-o", os.path.join(tmp, "kernel.cubin")], capture_output=True, text=True)
+    text = done.stdout + done.stderr
+    registers = re.search(r"Used (\d+) registers", text)
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", text)]
+    return (int(registers.group(1)) if registers else None), sum(spills), text
+
+
 def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
     """Compile `kernel` for sm_{cap} as a first call would (empty cache); measure CPU seconds, registers,
     spill bytes (ptxas -v) and shared memory. A compile error is reported in the row, not raised."""
@@ -120,23 +161,18 @@ def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
         constexprs["PRECISION"] = precision
     row = dict(target=f"sm_{cap}", gpu=TARGETS[cap][0],
                precision=precision if "PRECISION" in kernel.arg_names else "-")
-    log = io.StringIO()
     start, cpu = time.perf_counter(), cpu_seconds()
     with empty_triton_cache():
         try:
-            with contextlib.redirect_stdout(log):
-                compiled = triton.compile(ASTSource(kernel, signature(kernel, constexprs, types), constexprs),
-                                          target=GPUTarget("cuda", cap, 32), options=options)
+            compiled = triton.compile(ASTSource(kernel, signature(kernel, constexprs, types), constexprs),
+                                      target=GPUTarget("cuda", cap, 32), options=options)
         except Exception as err:  # a compile error is a result to report, not a crash of the table
             return dict(row, seconds=cpu_seconds() - cpu, wall=time.perf_counter() - start,
                         error=f"{type(err).__name__}: {str(err)[:300]}")
-        shared = compiled.metadata.shared
-    text = log.getvalue()
-    registers = re.search(r"Used (\d+) registers", text)
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", text)]
-    return dict(row, seconds=cpu_seconds() - cpu, wall=time.perf_counter() - start,
-                registers=int(registers.group(1)) if registers else None, spill_bytes=sum(spills),
-                shared_bytes=shared, shared_limit=TARGETS[cap][1])
+    seconds, wall = cpu_seconds() - cpu, time.perf_counter() - start
+    registers, spill_bytes, _ = ptxas_report(compiled.asm["ptx"], cap)
+    return dict(row, seconds=seconds, wall=wall, registers=registers, spill_bytes=spill_bytes,
+                shared_bytes=compiled.metadata.shared, shared_limit=TARGETS[cap][1])
 
 
 def _compile_job(job):
@@ -171,7 +207,7 @@ def problems(row, max_seconds=MAX_SECONDS):
         return [f"compile error: {row['error']}"]
     found = []
     if row["registers"] is None:
-        found.append("ptxas reported nothing (was the kernel taken from a cache?)")
+        found.append("ptxas -v reported no register count")
     if row["spill_bytes"]:
         found.append(f"spills {row['spill_bytes']} bytes to local memory")
     if row["shared_bytes"] > row["shared_limit"]:
@@ -197,13 +233,14 @@ def table(rows):
     return "\n".join(lines)
 
 
-def compile_in_subprocess(families=FAMILIES, head_dims=(128,), chunk_sizes=(64,), targets=tuple(TARGETS)):
+def compile_in_subprocess(families=None, head_dims=(128,), chunk_sizes=(64,), targets=tuple(TARGETS)):
     """Run `python -m kimik3_lessons compile-kernels` in a fresh Python (Triton compiles there, not
-    interprets) and return its rows: usable from a notebook. Raises RuntimeError if the command fails."""
+    interprets) and return its rows: usable from a notebook. families None: all of them. Raises
+    RuntimeError if the command fails."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
         cmd = [sys.executable, "-m", "kimik3_lessons", "compile-kernels", "--json", out,
-               "--family", *families, "--head-dim", *map(str, head_dims),
+               *(["--family", *families] if families else []), "--head-dim", *map(str, head_dims),
                "--chunk-size", *map(str, chunk_sizes), "--target", *map(str, targets)]
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TRITON_INTERPRET="0"))
         if done.returncode != 0 or not os.path.exists(out):
@@ -214,9 +251,10 @@ def compile_in_subprocess(families=FAMILIES, head_dims=(128,), chunk_sizes=(64,)
 
 def main(argv=None):
     """The command line: compile, print the table and what is wrong; --check exits 1 on any problem."""
+    compile_mode()
     parser = argparse.ArgumentParser(prog="python -m kimik3_lessons compile-kernels",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument("--family", nargs="+", default=list(families()), choices=families())
     parser.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--chunk-size", type=int, nargs="+", default=[64])
     parser.add_argument("--target", type=int, nargs="+", default=sorted(TARGETS), choices=sorted(TARGETS))
@@ -226,7 +264,6 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
-    compile_mode()
 
     todo = jobs(tuple(args.family), args.head_dim, args.chunk_size, args.target)
     print(f"compiling {len(todo)} kernels for {', '.join(f'sm_{c}' for c in args.target)} "

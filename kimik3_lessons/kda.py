@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kimik3_lessons import contract, deltanet
+from kimik3_lessons import chunk_kernels, contract, deltanet
 from kimik3_lessons.gated_deltanet import decayed_wy_representation, mamba2_gate
 
 __all__ = ["KDACache", "KDAConfig", "KimiDeltaAttention", "bounded_gate", "chunked", "decayed_scores",
@@ -52,7 +52,7 @@ def kda_step(S, q_t, k_t, v_t, g_t, beta_t):
     S [B, H, K, V]; q_t, k_t, g_t [B, H, K]; v_t [B, H, V]; beta_t [B, H].
     """
     S = torch.exp(g_t)[..., None] * S
-    return deltanet.delta_rule_step(S, q_t, k_t, v_t, beta_t)
+    return deltanet.deltanet_step(S, q_t, k_t, v_t, beta_t)
 
 
 def recurrent(q, k, v, g, beta, initial_state=None):
@@ -62,7 +62,8 @@ def recurrent(q, k, v, g, beta, initial_state=None):
     inputs); the final state stays in that precision. One token with a state is the decode step.
     """
     out_dtype = v.dtype
-    q, k, v, g, beta, S = contract.prepare(q, k, v, g, beta, initial_state, gate="channel", delta=True)
+    q, k, v, g, beta, S = contract.prepare(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                           **MIXER.switches)
     o = q.new_empty(*v.shape)
     for t in range(q.shape[2]):
         o[:, :, t], S = kda_step(S, q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
@@ -124,7 +125,8 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     """
     contract.check_chunk_size(chunk_size)
     T, out_dtype = q.shape[2], v.dtype
-    q, k, v, g, beta, S = contract.prepare(q, k, v, g, beta, initial_state, gate="channel", delta=True)
+    q, k, v, g, beta, S = contract.prepare(q, k, v, g=g, beta=beta, initial_state=initial_state,
+                                           **MIXER.switches)
     q, k, v, g, beta = (contract.split_chunks(x, chunk_size) for x in (q, k, v, g, beta))
 
     G = g.cumsum(-2)                                                   # [B, H, N, C, K]
@@ -150,76 +152,113 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
 def decayed_scores_tile(X, Y, g_cum, t0, cols, K, C: tl.constexpr, LOG_C: tl.constexpr,
                         PRECISION: tl.constexpr):
     """P_ij = sum_d X_id Y_jd exp(G_id - G_jd) for i >= j, else 0, over one slice of channels:
-    X, Y [C, BK] -> P [C, C] (`decayed_scores` on a tile; X = K gives A before beta, X = Q gives A_qk).
+    X, Y [C, SLICE] -> P [C, C] (`decayed_scores` on a tile; X = K gives A before beta, X = Q gives A_qk).
     G is read from g_cum (the chunk starts at row t0; columns `cols` of K).
 
     Level by level, blocks of size s = C, C/2, ..., 2: rows in the lower half of a block and columns
-    in its upper half meet through the block's reference row r (the last row of its upper half), with
-    exp(G_i - G_r) <= 1 and exp(G_r - G_j) <= 1: one product per level covers every such quadrant.
+    in its upper half meet through the block's reference row (the last row of its upper half), with
+    exp(G_i - G_ref) <= 1 and exp(G_ref - G_j) <= 1: one product per level covers every such quadrant.
     The diagonal (i = j) has no decay: it is the diagonal of X Y^T.
     """
     r = tl.arange(0, C)
-    G = contract.load_rows(g_cum, t0 + r, cols, t0 + C, K)
+    G = chunk_kernels.load_rows(g_cum, t0 + r, cols, t0 + C, K)
     P = tl.where(r[:, None] == r[None, :], tl.dot(X, tl.trans(Y), input_precision=PRECISION), 0.0)
     for level in range(LOG_C):                           # a loop, not unrolled: one level's tiles at a time
         s = C >> level
-        h = s // 2
-        upper = (r % s) < h                                  # in the upper half of its block
-        ref = (r // s) * s + h - 1                           # the block's reference row
-        G_ref = contract.load_rows(g_cum, t0 + ref, cols, t0 + C, K)   # row i: G at its reference row
-        X_i = X * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                   # e^{G_i - G_r} <= 1
+        half = s // 2
+        upper = (r % s) < half                               # in the upper half of its block
+        ref = (r // s) * s + half - 1                        # the block's reference row
+        G_ref = chunk_kernels.load_rows(g_cum, t0 + ref, cols, t0 + C, K)   # row i: G at its reference row
+        X_i = X * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                   # e^{G_i - G_ref} <= 1
         Y_j = tl.where(upper[:, None], Y * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)  # <= 1 too
-        quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= h) & upper[None, :]
+        quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= half) & upper[None, :]
         P += tl.where(quadrant, tl.dot(X_i, tl.trans(Y_j), input_precision=PRECISION), 0.0)
     return P
 
 
 @triton.jit
-def kda_intra_chunk_kernel(q, k, v, g_cum, beta, a_qk, w, u, qd, kd, decay, T, K, V,
-                           C: tl.constexpr, LOG_C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                           PRECISION: tl.constexpr):
+def kda_intra_chunk_kernel(
+    # pointers: inputs
+    q,          # [B*H, T, K]
+    k,          # [B*H, T, K]
+    v,          # [B*H, T, V]
+    g_cum,      # [B*H, N*C, K]  G = cumsum(g) inside each chunk, per channel (from the launcher)
+    beta,       # [B*H, T]
+    # pointers: outputs
+    a_qk,       # [B*H, T, C]    A_n, the decayed scores of Q_n with K_n
+    w,          # [B*H, T, K]    W_n
+    u,          # [B*H, T, V]    U_n
+    qd,         # [B*H, T, K]    Qd_n = exp(G) * Q_n
+    kd,         # [B*H, T, K]    Kd_n = exp(G_C - G) * K_n
+    decay,      # [B*H, N, K]    d_n = exp(G_C), per key row
+    # sizes
+    T,
+    K,
+    V,
+    C: tl.constexpr,
+    LOG_C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+):
     """Lesson 06's intra-chunk kernel with G = cumsum(g) per channel [C, K] (g_cum, from the launcher; what
     changed: "per channel"):
 
-        A     = strict_tril(diag(b) (sum_d k_id k_jd e^{G_id - G_jd}))    A_qk = the same with q_i, i >= j
+        A     = strict_tril(diag(Beta) (sum_d k_id k_jd e^{G_id - G_jd}))  A_qk = the same with q_i, i >= j
         L_inv = (I + A)^{-1}                                              `deltanet.forward_substitution_tile`
-        W     = L_inv diag(b) (exp(G) * K)                                U = L_inv diag(b) V
+        W     = L_inv diag(Beta) (exp(G) * K)                             U = L_inv diag(Beta) V
         Qd    = exp(G) * Q,  Kd = exp(G_C - G) * K,  d_n = exp(G_C)       per channel
 
-    The channels are independent, so every sum over them runs in slices of BK, each with its own G.
+    The channels are independent, so every sum over them runs in slices of SLICE, each with its own G.
     Rows past T read beta = 0, k = 0 (and g = 0): no decay and no write.
     """
-    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    n = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    N = tl.cdiv(T, C)
     r = tl.arange(0, C)
     t = n * C + r
-    q, k, v, a_qk, w, u = q + bh * T * K, k + bh * T * K, v + bh * T * V, a_qk + bh * T * C, \
-        w + bh * T * K, u + bh * T * V
-    g_cum = g_cum + bh * tl.cdiv(T, C) * C * K                                           # per channel
-    qd, kd, decay = qd + bh * T * K, kd + bh * T * K, decay + (bh * tl.cdiv(T, C) + n) * K
-    b = tl.load(beta + bh * T + t, mask=t < T, other=0.0)
+    q += bh * T * K
+    k += bh * T * K
+    v += bh * T * V
+    g_cum += bh * N * C * K                                                              # per channel
+    beta += bh * T
+    a_qk += bh * T * C
+    w += bh * T * K
+    u += bh * T * V
+    qd += bh * T * K
+    kd += bh * T * K
+    decay += (bh * N + n) * K
+    Beta = tl.load(beta + t, mask=t < T, other=0.0)
     A = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        K_n = contract.load_rows(k, t, cols, T, K)
-        A += decayed_scores_tile(K_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)      # per channel
-    L_inv = deltanet.forward_substitution_tile(tl.where(r[:, None] > r[None, :], b[:, None] * A, 0.0), C)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        K_n = contract.load_rows(k, t, cols, T, K)
-        G_n = contract.load_rows(g_cum, t, cols, tl.cdiv(T, C) * C, K)
-        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)     # the chunk's last row
-        contract.store_rows(w, t, cols, T, K,
-                            tl.dot(L_inv, b[:, None] * tl.exp(G_n) * K_n, input_precision=PRECISION))
-        contract.store_rows(qd, t, cols, T, K, tl.exp(G_n) * contract.load_rows(q, t, cols, T, K))
-        contract.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
+    k0 = 0
+    while k0 < K:
+        cols = k0 + tl.arange(0, SLICE)
+        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
+        A += decayed_scores_tile(K_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)    # per channel
+        k0 += SLICE
+    L_inv = deltanet.forward_substitution_tile(tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C)
+    k0 = 0
+    while k0 < K:
+        cols = k0 + tl.arange(0, SLICE)
+        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
+        G_n = chunk_kernels.load_rows(g_cum, t, cols, N * C, K)
+        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)   # the chunk's last row
+        W_n = tl.dot(L_inv, Beta[:, None] * tl.exp(G_n) * K_n, input_precision=PRECISION)
+        chunk_kernels.store_rows(w, t, cols, T, K, W_n)
+        chunk_kernels.store_rows(qd, t, cols, T, K, tl.exp(G_n) * chunk_kernels.load_rows(q, t, cols, T, K))
+        chunk_kernels.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
         tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
-    deltanet.wy_slices(L_inv, b, v, u, t, T, V, BV, PRECISION)                         # U = L_inv diag(b) V
+        k0 += SLICE
+    deltanet.wy_slices(L_inv, Beta, v, u, t, T, V, SLICE, PRECISION)                # U = L_inv diag(Beta) V
     A_qk = tl.zeros([C, C], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        Q_n, K_n = contract.load_rows(q, t, cols, T, K), contract.load_rows(k, t, cols, T, K)
+    k0 = 0
+    while k0 < K:
+        cols = k0 + tl.arange(0, SLICE)
+        Q_n = chunk_kernels.load_rows(q, t, cols, T, K)
+        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
         A_qk += decayed_scores_tile(Q_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)
-    contract.store_rows(a_qk, t, r, T, C, A_qk)
+        k0 += SLICE
+    chunk_kernels.store_rows(a_qk, t, r, T, C, A_qk)
 
 
 def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -230,9 +269,8 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
     power of two >= 16; input_precision "ieee" (exact float32) or "tf32" (tensor cores, sm_80+, errors
     near 1e-3). Tensors must be CUDA tensors when Triton is compiled, CPU tensors in interpreter mode.
     """
-    return contract.launch_chunked(kda_intra_chunk_kernel, q, k, v, g, beta, gate="channel", delta=True,
-                                   chunk_size=chunk_size, initial_state=initial_state,
-                                   input_precision=input_precision)
+    return chunk_kernels.launch_chunked(MIXER, q, k, v, g=g, beta=beta, chunk_size=chunk_size,
+                                        initial_state=initial_state, input_precision=input_precision)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,7 +278,7 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
 #     q, k = L2Norm(SiLU(ShortConv4(W_q x))), L2Norm(SiLU(ShortConv4(W_k x)));  v = SiLU(ShortConv4(W_v x))
 #     beta = sigmoid(W_b x);    g = gate(W_fb W_fa x)  per channel, low rank (rank = head dim)
 #     o = KDA(q / sqrt(K), k, v, g, beta);    y = W_o( sigmoid(W_g x) * RMSNorm(o) )
-# Parameter names and shapes follow KimiK3's KDA weights (REFERENCE.md): q/k/v_proj [H*K, hidden],
+# Parameter names and shapes follow KimiK3's KDA weights (docs/facts.md): q/k/v_proj [H*K, hidden],
 # q/k/v_conv1d [H*K, 1, 4], f_a_proj [K, hidden], f_b_proj [H*K, K], b_proj [H, hidden], A_log,
 # dt_bias [H*K], o_norm [K], g_proj [H*K, hidden], o_proj [hidden, H*K].
 
@@ -279,11 +317,13 @@ class KDACache:
     S [B, H, K, V]: the recurrent state, in float32 (float64 for a float64 layer).
     q_tail, k_tail, v_tail [B, H*K, conv_size - 1]: the last inputs of each short convolution, so the
     next token's convolution sees the tokens before it. Its size does not grow with the context.
+    length: the tokens it has seen (as `gpt2.KVCache.length` and `mla.LatentCache.length`, which hold them).
     """
     S: torch.Tensor
     q_tail: torch.Tensor
     k_tail: torch.Tensor
     v_tail: torch.Tensor
+    length: int = 0
 
     @property
     def nbytes(self):
@@ -366,4 +406,10 @@ class KimiDeltaAttention(nn.Module):
         o, S = mix(*(t.transpose(1, 2) for t in (q, k, v, g, beta)),
                    initial_state=None if cache is None else cache.S)
         o = self.o_norm(o.transpose(1, 2)) * torch.sigmoid(self.g_proj(x).view(B, T, H, K))
-        return self.o_proj(o.reshape(B, T, H * K)), KDACache(S, q_tail, k_tail, v_tail)
+        length = T if cache is None else cache.length + T
+        return self.o_proj(o.reshape(B, T, H * K)), KDACache(S, q_tail, k_tail, v_tail, length)
+
+
+MIXER = contract.Mixer(name="kda", title="KDA", lesson="07", delta=True, decay="channel", recurrent=recurrent,
+                       chunked=chunked, triton_chunked=triton_chunked, step=kda_step,
+                       intra_chunk_kernel=kda_intra_chunk_kernel, cache=KDACache, layer=KimiDeltaAttention)

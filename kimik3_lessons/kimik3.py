@@ -80,7 +80,7 @@ class KimiK3Config:
 
     @classmethod
     def full(cls):
-        """KimiK3 as published (REFERENCE.md): 93 layers at width 7168, 896 experts, 2.8T parameters."""
+        """KimiK3 as published (docs/facts.md): 93 layers at width 7168, 896 experts, 2.8T parameters."""
         return cls(vocab_size=163840, hidden_size=7168, num_cycles=23, kda_per_cycle=3,
                    kda_heads=96, kda_head_dim=128, conv_size=4,
                    mla_heads=96, q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,

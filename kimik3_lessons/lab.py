@@ -1,18 +1,16 @@
 """The notebook bench every lesson stands on (the mixing ops' own contract is `contract.py`).
 
 - machine:     `setup`, `device`, `on_gpu`, `online`, `triton_mode`, `sizes`, and the `%%needs` cell magic
-               that lets a GPU-only or online cell guard itself
+               that lets a GPU-only or online cell guard itself; `rehearsing` (KIMIK3_REHEARSE=1: the
+               GPU cells run on the CPU at small sizes), `gpu_name`
 - checking:    `check_close` (one line per claim, an AssertionError with the numbers when it fails)
 - measuring:   `timeit` (warm-up, repeats, median, CUDA-synchronized), `time_in_turn` (several
-               forms, round after round), `progress`; for the scripts in benchmarks/: `bench_arguments`
-               (the flags), `ratio`, `print_times` (the table), `require_ratio(s)`, `require_close`
-               (failures recorded, not raised), `finish` (FAIL lines, exit status)
+               forms, round after round), `progress` (the scripts in benchmarks/ add `harness`)
 - drawing:     `save_figure` (into figures/ only when asked: `make notebooks` asks, a student's Run All
                does not)
 - exercises:   `exercise(id, fn)` checks a student's function and prints one verdict line
 """
 
-import argparse
 import ast
 import functools
 import os
@@ -21,13 +19,14 @@ import random
 import re
 import socket
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 import torch
+
+from kimik3_lessons import contract
 
 # ---------------------------------------------------------------------------------------------------
 # The machine
@@ -47,14 +46,29 @@ def device():
 
 def triton_mode():
     """How Triton kernels run here: compiled for the GPU, or in the interpreter on the CPU."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if contract.interpreted():
         return "interpreter (CPU, numpy; same kernel source as on a GPU)"
     return f"compiled for {torch.cuda.get_device_name()}" if on_gpu() else "not available"
 
 
 def sizes(cpu, gpu):
-    """Pick the problem size for this machine: small on a CPU, larger on a GPU."""
+    """Pick the problem size for this machine: small on a CPU (and in the rehearsal), larger on a GPU."""
     return gpu if on_gpu() else cpu
+
+
+REHEARSE = "KIMIK3_REHEARSE"
+
+
+def rehearsing():
+    """True on a machine without a GPU where KIMIK3_REHEARSE=1 (`make test` sets it): a `%%needs gpu` cell
+    then runs its own code on the CPU, with `sizes` small, our kernels in Triton's interpreter and
+    flash-linear-attention's kernels replaced by stand-ins that keep their contract (`fla_stand_in`)."""
+    return os.environ.get(REHEARSE) == "1" and not on_gpu()
+
+
+def gpu_name():
+    """The GPU's name ("NVIDIA H100 80GB HBM3"), or "CPU (rehearsal)" when the GPU cells are rehearsed."""
+    return torch.cuda.get_device_name() if on_gpu() else "CPU (rehearsal)"
 
 
 def online(host="huggingface.co", port=443, timeout=3.0):
@@ -86,14 +100,19 @@ def needs(line, cell):
 
     `gpu` needs CUDA, `internet` needs the Hugging Face Hub. Where the need is met the cell runs as
     written (its last expression is displayed, an error stops Run All as usual); where it is not, it
-    prints one line and the notebook goes on. Nothing after such a cell may depend on it.
+    prints one line and the notebook goes on. Nothing after such a cell may depend on it. In the
+    rehearsal (`rehearsing()`) a `gpu` cell runs on the CPU, after a line that says so.
     """
     need, _, what = line.partition(":")
     need, what = need.strip(), what.strip()
     if need not in NEEDS or not what:
         raise ValueError(f"usage: %%needs gpu: <what the cell shows>  (or `internet`), got %%needs {line}")
     available, missing, where = NEEDS[need]
-    if not available():
+    if need == "gpu" and rehearsing():
+        print(f"🎭 rehearsal ({REHEARSE}=1, no GPU): this cell's own code at small sizes, our kernels in "
+              f"Triton's interpreter, flash-linear-attention's kernels replaced by its PyTorch reference; "
+              f"its times are not a GPU's.")
+    elif not available():
         print(f"⏭ skipped, this cell needs {missing}: it {what}. To see it, {where}.")
         return
     from IPython import get_ipython
@@ -250,95 +269,6 @@ def progress(items, label):
     print(flush=True)
 
 
-# The benchmarks' flags, spelled one way (benchmarks/README.md): name -> help.
-_BENCH_FLAGS = {
-    "batch": "sequences per batch",
-    "heads": "attention heads",
-    "seq_len": "sequence length(s), in tokens",
-    "head_dim": "width of one head",
-    "chunk_size": "chunk size(s) of the chunked forms",
-    "repeat": "rounds of lab.time_in_turn (the median is reported)",
-}
-
-
-def bench_arguments(description, **defaults):
-    """An argparse parser with the flags a benchmark takes, from one vocabulary: --batch, --heads,
-    --seq-len, --head-dim, --chunk-size, --repeat. Each keyword (batch=2, seq_len=[1024, 4096], ...)
-    names a flag the script takes and gives its default; a list default makes the flag take one or more
-    values. The script adds its own flags to the parser it gets back, then calls `parse_args()`."""
-    unknown = set(defaults) - set(_BENCH_FLAGS)
-    if unknown:
-        raise ValueError(f"unknown benchmark flags {sorted(unknown)}; the vocabulary is {list(_BENCH_FLAGS)}")
-    parser = argparse.ArgumentParser(description=description)
-    for name, default in defaults.items():
-        nargs = "+" if isinstance(default, (list, tuple)) else None
-        parser.add_argument("--" + name.replace("_", "-"), type=int, nargs=nargs, default=default,
-                            help=f"{_BENCH_FLAGS[name]} (default: {default})")
-    return parser
-
-
-def ratio(seconds, slow, fast):
-    """'3.21x': how many times form `fast` is faster than form `slow`, from {form: seconds} as
-    `time_in_turn` returns it; '-' where one of the two was not timed."""
-    return f"{seconds[slow] / seconds[fast]:.2f}x" if slow in seconds and fast in seconds else "-"
-
-
-def print_times(title, results, forms, ratios, key="T", notes=None):
-    """Print the table of a benchmark under its `title`: a row per size, from {size: {form: seconds}}
-    (what `time_in_turn` returned at each size), with the seconds of each of `forms`, then the ratio of
-    each (label, slow, fast, ...) in `ratios`. A form not timed at a size shows its reason from `notes`
-    ({(size, form): why}), or '-'. `key` heads the column of sizes."""
-    notes = notes or {}
-    rows = [[key, *forms, *(label for label, *_ in ratios)]]
-    for size, seconds in results.items():
-        times = [f"{seconds[f]:.4g}" if f in seconds else notes.get((size, f), "-") for f in forms]
-        rows.append([str(size), *times, *(ratio(seconds, slow, fast) for _, slow, fast, *_ in ratios)])
-    widths = [max(len(row[i]) for row in rows) + 2 for i in range(len(rows[0]))]
-    print(f"\n{title}")
-    for row in rows:
-        print("".join(f"{cell:>{w}}" for cell, w in zip(row, widths, strict=True)))
-
-
-def require_ratio(failures, label, seconds, slow, fast, minimum):
-    """Print `label = <slow/fast> (required >= minimum)`; when the ratio is below `minimum`, append the
-    failure, with both times, to the list `failures` (`finish` prints it). A pair that was not timed
-    (a size or form the flags left out) is said so, and not checked."""
-    if slow not in seconds or fast not in seconds:
-        print(f"{label}: not checked ({slow} or {fast} was not timed in this run)")
-        return
-    measured = ratio(seconds, slow, fast)
-    print(f"{label} = {measured} (required >= {minimum:.2g}x)")
-    if seconds[slow] / seconds[fast] < minimum:
-        failures.append(f"{label} = {measured}: {fast} {seconds[fast]:.4g} s, {slow} {seconds[slow]:.4g} s; "
-                        f"required >= {minimum:.2g}x")
-
-
-def require_ratios(failures, seconds, ratios, where=""):
-    """`require_ratio` for each (label, slow, fast, minimum) in `ratios` whose minimum is not None (None:
-    a ratio only shown in the table); `where` ("at T=4096") starts each label."""
-    for label, slow, fast, minimum in ratios:
-        if minimum is not None:
-            require_ratio(failures, f"{where}: {label}" if where else label, seconds, slow, fast, minimum)
-
-
-def require_close(failures, name, ref, out, rtol=None):
-    """`check_close`, with a mismatch appended to the list `failures` instead of raised, so that a
-    benchmark still times and reports everything else."""
-    try:
-        check_close(name, ref, out, rtol=rtol)
-    except AssertionError as error:
-        failures.append(str(error))
-
-
-def finish(failures):
-    """End a benchmark: print the command line that reproduces the run, then one `FAIL: <what>` line
-    per failure; return the exit status, 1 if anything failed, else 0 (`sys.exit(main())`)."""
-    print("reproduce: .venv/bin/python " + " ".join(sys.argv))
-    for failure in failures:
-        print(f"FAIL: {failure}")
-    return 1 if failures else 0
-
-
 # ---------------------------------------------------------------------------------------------------
 # Drawing
 
@@ -355,7 +285,8 @@ def save_figure(fig, name):
     """Save `fig` as `<figure_dir>/<name>.png` (white background); `name` is `NN_what` (NN = lesson).
 
     Prints nothing and returns nothing: the figure itself is what the reader sees. Without
-    $KIMIK3_FIGURES it only checks the name (so a wrong name fails in every run, not only in `make`).
+    $KIMIK3_FIGURES it only checks the name (so a wrong name fails in every run, not only in
+    `make notebooks`).
     """
     if not re.fullmatch(r"\d\d_[a-z0-9_]+", name):
         raise ValueError(f"figure name must look like '01_cache_bytes' (lesson number, underscore, "
@@ -372,10 +303,12 @@ def save_figure(fig, name):
 
 
 def exercise(exercise_id, fn=None, solution=False):
-    """Check the student's `fn` for exercise `exercise_id` ("05.2") on fresh random inputs; print one line:
-    ✅ with the measured error, ❌ with what differs and a hint, or ⬜ "not attempted yet" while `fn` still
-    raises NotImplementedError. `solution=True` checks the solution from solutions/ instead (a teacher's
-    demo). Never raises for a wrong answer, so Run All reaches the end of the notebook."""
+    """Check the student's `fn` for exercise `exercise_id` ("05.2") on random inputs seeded from the id;
+    print one line: ✅ with the measured error, ❌ with what differs and a hint (none when the environment
+    says KIMIK3_HINTS=0, for graded work), or ⬜ "not attempted yet" while `fn` still raises
+    NotImplementedError. `solution=True` checks the solution from solutions/ instead (a teacher's demo).
+    Never raises, whatever `fn` returns or raises, so Run All reaches the end of the notebook. (The kit,
+    `kimik3_lessons.exercises`, does not import this module: no import cycle.)"""
     from kimik3_lessons import exercises
     print(exercises.run(exercise_id, fn, solution=solution).line)
 

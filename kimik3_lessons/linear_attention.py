@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kimik3_lessons import contract
+from kimik3_lessons import chunk_kernels, contract
 
 
 def elu_feature_map(x):
@@ -47,7 +47,7 @@ def recurrent(q, k, v, initial_state=None):
     Computes in float32 (float64 for float64 inputs); the final state stays in that precision.
     """
     out_dtype = v.dtype
-    q, k, v, _, _, S = contract.prepare(q, k, v, initial_state=initial_state)
+    q, k, v, _, _, S = contract.prepare(q, k, v, initial_state=initial_state, **MIXER.switches)
     o = q.new_empty(*v.shape)
     for t in range(q.shape[2]):
         o[:, :, t], S = linear_attention_step(S, q[:, :, t], k[:, :, t], v[:, :, t])
@@ -63,11 +63,11 @@ def parallel(q, k, v, initial_state=None):
     Returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]).
     """
     out_dtype, T = v.dtype, q.shape[2]
-    q, k, v, _, _, S = contract.prepare(q, k, v, initial_state=initial_state)
+    q, k, v, _, _, S = contract.prepare(q, k, v, initial_state=initial_state, **MIXER.switches)
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    A = (q @ k.transpose(-1, -2)).masked_fill(~causal, 0)          # [B, H, T, T]
+    A = (q @ k.mT).masked_fill(~causal, 0)          # [B, H, T, T]
     o = q @ S + A @ v
-    return o.to(out_dtype), S + k.transpose(-1, -2) @ v
+    return o.to(out_dtype), S + k.mT @ v
 
 
 def chunked(q, k, v, chunk_size=64, initial_state=None):
@@ -82,11 +82,11 @@ def chunked(q, k, v, chunk_size=64, initial_state=None):
     """
     contract.check_chunk_size(chunk_size)
     out_dtype, T = v.dtype, q.shape[2]
-    q, k, v, _, _, S0 = contract.prepare(q, k, v, initial_state=initial_state)
+    q, k, v, _, _, S0 = contract.prepare(q, k, v, initial_state=initial_state, **MIXER.switches)
     Q, K_, V_ = (contract.split_chunks(x, chunk_size) for x in (q, k, v))        # [B, H, N, C, D]
     causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()
-    intra = (Q @ K_.transpose(-1, -2)).masked_fill(~causal, 0) @ V_       # [B, H, N, C, V]
-    KV = K_.transpose(-1, -2) @ V_                                         # [B, H, N, K, V]: chunk n's write
+    intra = (Q @ K_.mT).masked_fill(~causal, 0) @ V_       # [B, H, N, C, V]
+    KV = K_.mT @ V_                                         # [B, H, N, K, V]: chunk n's write
     S = torch.cat([S0[:, :, None], KV], dim=2).cumsum(dim=2)               # [B, H, N + 1, K, V]: S_0 ... S_N
     o = Q @ S[:, :, :-1] + intra
     return contract.merge_chunks(o, T).to(out_dtype), S[:, :, -1].clone()  # a view would pin all N + 1 states
@@ -100,7 +100,7 @@ def normalized(form, q, k, v, **kwargs):
     features (elu_feature_map) the denominator is positive and o_t is a weighted average of the v_i.
     kwargs (chunk_size, initial_state) go to `form`. Returns (o [B, H, T, V], [S | z] [B, H, K, V + 1]).
     """
-    contract.check_inputs(q, k, v)            # before [v | 1]: an error must name the v the caller passed
+    contract.check_inputs(q, k, v, **MIXER.switches)   # before [v | 1]: an error must name the v passed
     ones = v.new_ones(*v.shape[:-1], 1)
     o, state = form(q, k, torch.cat([v, ones], dim=-1), **kwargs)
     return o[..., :-1] / o[..., -1:], state
@@ -127,38 +127,59 @@ def chunked_flops(seq_len, head_dim, chunk_size):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The Triton kernels: the chunked form's two steps. The first, here, works inside each chunk, every chunk
-# in parallel; the second, `contract.chunk_walk_kernel`, walks across the chunks with the state on chip.
-# Lessons 05-07 keep the walk and write their own intra-chunk kernel.
+# The Triton kernel: the chunked form's first step, inside each chunk, every chunk in parallel. The scan
+# across the chunks and the outputs are `chunk_kernels.chunk_scan_kernel` and `chunk_output_kernel`,
+# which lessons 05-07 keep, each writing its own intra-chunk kernel.
 
 
 @triton.jit
-def linear_attention_intra_chunk_kernel(q, k, a_qk, T, K, C: tl.constexpr, BK: tl.constexpr,
-                                        PRECISION: tl.constexpr):
+def linear_attention_intra_chunk_kernel(
+    # pointers
+    q,          # [B*H, T, K]
+    k,          # [B*H, T, K]
+    a_qk,       # [B*H, T, C]  out: A_n
+    # sizes
+    T,
+    K,
+    C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+):
     """A_qk = tril(Q_n K_n^T) for chunk n of head bh: the [C, C] scores of the chunk with itself.
 
-    One program per (chunk, head). q, k [B*H, T, K]; a_qk [B*H, T, C]. The key dimension is summed in
-    blocks of BK columns, so the tiles stay [C, BK] at any head size; rows past T read as zeros.
+    One program per (chunk, head). The key dimension is summed in slices of SLICE columns, so the tiles
+    stay [C, SLICE] at any head size; rows past T read as zeros.
     """
-    n, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    n = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
     r = tl.arange(0, C)
     t = n * C + r
-    A_qk = contract.dot_rows(q + bh * T * K, k + bh * T * K, t, T, K, C, BK, PRECISION)     # Q K^T
-    contract.store_rows(a_qk + bh * T * C, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
+    q += bh * T * K
+    k += bh * T * K
+    a_qk += bh * T * C
+    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)                  # Q K^T
+    chunk_kernels.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
 
 
 def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="ieee"):
     """The chunked form as Triton kernels (forward). Returns (o in v's dtype, S_T float32 [B, H, K, V]).
 
     Step 1, `linear_attention_intra_chunk_kernel`: A_qk = tril(Q_n K_n^T) for every chunk at once.
-    Step 2, `contract.chunk_walk_kernel`: per head and block of value columns, walk the chunks with S on
-    chip: O_n = Q_n S + A_qk V_n, then S <- S + K_n^T V_n.
+    Step 2, `chunk_kernels.chunk_scan_kernel`: per head and block of value columns, walk the chunks with S
+    on chip: store S_n, then S <- S + K_n^T V_n. Step 3, `chunk_kernels.chunk_output_kernel`: O_n = Q_n S_n
+    + A_qk V_n, every chunk at once.
     Computes in float32 whatever the input dtype. chunk_size must be a power of two >= 16 (the smallest
     tile `tl.dot` accepts); head dims of any size are padded inside. input_precision "ieee" multiplies in
     full float32; "tf32" rounds the inputs of each product to TF32 (10-bit mantissa) for the tensor cores
-    of an A100 or H100: faster, with relative errors near 1e-3 (a T4 has no TF32: `contract.fast_input_
-    precision()` picks for the machine). Tensors must be CUDA tensors when Triton is compiled, CPU tensors
-    in interpreter mode.
+    of an A100 or H100: faster, with relative errors near 1e-3 (a T4 has no TF32:
+    `contract.fast_input_precision()` picks for the machine). Tensors must be CUDA tensors when Triton is
+    compiled, CPU tensors in interpreter mode.
     """
-    return contract.launch_chunked(linear_attention_intra_chunk_kernel, q, k, v, chunk_size=chunk_size,
-                                   initial_state=initial_state, input_precision=input_precision)
+    return chunk_kernels.launch_chunked(MIXER, q, k, v, chunk_size=chunk_size, initial_state=initial_state,
+                                        input_precision=input_precision)
+
+
+MIXER = contract.Mixer(name="linear_attention", title="linear attention", lesson="02-03", delta=False,
+                       decay=None, recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked,
+                       step=linear_attention_step, intra_chunk_kernel=linear_attention_intra_chunk_kernel)

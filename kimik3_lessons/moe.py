@@ -87,27 +87,66 @@ def _sigmoid(x):
 
 
 @triton.jit
-def situ_kernel(gate_ptr, up_ptr, out_ptr, n, beta, linear_beta,
-                LINEAR: tl.constexpr, BLOCK: tl.constexpr):
+def bf16_bits_to_float32(Bits):
+    """bfloat16 is the upper half of a float32: its 16 bits (read as int16) widen to a float32 by a shift.
+    No bfloat16 instruction, which a T4 (sm_75) lacks and triton 3.2 would emit."""
+    return (Bits.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def float32_to_bf16_bits(X):
+    """X rounded to the nearest bfloat16 (ties to even), as its 16 bits (int16): add just under half of the
+    dropped 16 bits' range (plus 1 when the kept part is odd) and drop them."""
+    Bits = X.to(tl.uint32, bitcast=True)
+    Bits += 0x7FFF + ((Bits >> 16) & 1)
+    return (Bits >> 16).to(tl.uint16).to(tl.int16, bitcast=True)
+
+
+@triton.jit
+def situ_kernel(
+    # pointers
+    gate,       # [n] the gate branch, float16 / bfloat16 (its bits, BF16_BITS) / float32
+    up,         # [n] the up branch, same dtype
+    out,        # [n] situ(gate, up), same dtype
+    # sizes
+    n,
+    BLOCK: tl.constexpr,
+    # scalars
+    beta,
+    linear_beta,
+    # switches
+    LINEAR: tl.constexpr,
+    BF16_BITS: tl.constexpr,
+):
     """out = beta tanh(gate/beta) sigmoid(gate) * lb tanh(up/lb) on one block of BLOCK elements.
 
     One read of gate and up, one write of out; everything between stays in registers, in float32.
-    The last block is masked, so any number of elements n works.
+    The last block is masked, so any number of elements n works. BF16_BITS: the tensors are bfloat16
+    numbers passed as their int16 bits, converted here by shifts (any GPU, any triton).
+    Names as in `chunk_kernels`: lowercase pointers, index vectors and masks; Capitalized tiles.
     """
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    g = tl.load(gate_ptr + offs, mask=mask).to(tl.float32)
-    u = tl.load(up_ptr + offs, mask=mask).to(tl.float32)
-    g = beta * _tanh(g / beta) * _sigmoid(g)
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < n
+    if BF16_BITS:
+        Gate = bf16_bits_to_float32(tl.load(gate + i, mask=mask))
+        Up = bf16_bits_to_float32(tl.load(up + i, mask=mask))
+    else:
+        Gate = tl.load(gate + i, mask=mask).to(tl.float32)
+        Up = tl.load(up + i, mask=mask).to(tl.float32)
+    Gate = beta * _tanh(Gate / beta) * _sigmoid(Gate)
     if LINEAR:
-        u = linear_beta * _tanh(u / linear_beta)
-    tl.store(out_ptr + offs, (g * u).to(out_ptr.dtype.element_ty), mask=mask)
+        Up = linear_beta * _tanh(Up / linear_beta)
+    if BF16_BITS:
+        tl.store(out + i, float32_to_bf16_bits(Gate * Up), mask=mask)
+    else:
+        tl.store(out + i, (Gate * Up).to(out.dtype.element_ty), mask=mask)
 
 
 def situ_triton(gate, up, beta=4.0, linear_beta=25.0, block_size=1024):
     """`situ` as one fused Triton kernel (float32 inside; float16, bfloat16 or float32 in and out).
 
     Tensors are read as flat arrays (non-contiguous inputs are made contiguous first), so any shape works.
+    bfloat16 tensors go to the kernel as their 16-bit patterns (`situ_kernel`'s BF16_BITS).
     """
     _check_pair(gate, up)
     if gate.dtype not in (torch.float16, torch.bfloat16, torch.float32):
@@ -117,10 +156,13 @@ def situ_triton(gate, up, beta=4.0, linear_beta=25.0, block_size=1024):
     gate, up = gate.contiguous(), up.contiguous()
     out = torch.empty_like(gate)
     n = gate.numel()
+    bits = gate.dtype == torch.bfloat16
     if n:
+        as_kernel_sees = (lambda x: x.view(torch.int16)) if bits else (lambda x: x)
         situ_kernel[(triton.cdiv(n, block_size),)](
-            gate, up, out, n, float(beta), float(linear_beta or 1.0),
-            LINEAR=linear_beta is not None, BLOCK=block_size)
+            gate=as_kernel_sees(gate), up=as_kernel_sees(up), out=as_kernel_sees(out), n=n, BLOCK=block_size,
+            beta=float(beta), linear_beta=float(linear_beta or 1.0), LINEAR=linear_beta is not None,
+            BF16_BITS=bits)
     return out
 
 

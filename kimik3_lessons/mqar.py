@@ -1,129 +1,47 @@
-"""Lesson 12: multi-query associative recall (MQAR, Zoology) — what each memory can recall.
+"""Lesson 12: what each memory can recall: one small model per mixer of the course, trained on MQAR.
 
-    k_1 v_1 k_2 v_2 … k_P v_P  _ _ _ _ _ k_3 _ _ _ _ k_1 _ _ _ k_P _ _ …      (_ = a blank token)
-                                          ↑ answer v_3   ↑ answer v_1
+The task is `recall_task`'s and the training loop `recall_training`'s (lesson 11 trains on them too);
+this module builds the models.
 
-Keys from the lower half of the vocabulary, values from the upper half; only the answers count. Every
-query sits at least `min_distance` tokens after its pair, beyond any stack of short convolutions: only a
-memory of the past (a recurrent state, a KV cache) can answer.
-
-- `MQARTask`, `mqar_layout`, `mqar_batch`: the task; `query_distances`, `check_batch` verify a batch
-- `RecallModel(RecallConfig)`: embedding, mixer layers and MLPs, head; the mixer chosen by name (`MIXERS`)
-  and built from the lesson modules; `state_numbers`: what each layer holds per sequence
-- `train`: AdamW on fresh batches, early stop at a target held-out accuracy (benchmarks/mqar_sweep.py
-  trains every mixer with it)
+- `MIXERS`: the models by name, the mixer of each layer and where it comes from
+- `RecallConfig`, `RecallModel`: embedding, mixer layers and MLPs, head; `build_mixer` one layer
+- `DeltaRuleMixer`: linear attention, DeltaNet, gated DeltaNet in KDA's layer, each from its declaration
+  in the mixer family (`mixers`: its forms and switches); KDA is the family's own layer class
+- the gates initialised as flash-linear-attention's layers (`recall_training`'s recipe);
+  `zero_input_half_lives`: how long each gated channel remembers
+- `state_numbers`: what each layer holds per sequence; `conv_reach`: how far the convolutions alone see
 """
 
 import math
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kimik3_lessons import deltanet, gated_deltanet, gpt2, kda, linear_attention, mla
+from kimik3_lessons import gated_deltanet, gpt2, kda, mixers, mla
+from kimik3_lessons.recall_task import (
+    BLANK,
+    IGNORE,
+    MQARTask,
+    check_batch,
+    mqar_batch,
+    mqar_layout,
+    query_distances,
+)
+from kimik3_lessons.recall_training import gated_deltanet_gate_parameters, kimi_linear_gate_init_
 
-IGNORE = -100          # the target of every position that is not an answer (cross_entropy ignores it)
-BLANK = 0              # the filler token between the pairs and the queries
-
-
-@dataclass(frozen=True)
-class MQARTask:
-    """MQAR sequences: `num_pairs` pairs, then one query per key, each at least `min_distance` tokens after
-    its pair's value. Keys come from 1 … V/2 - 1 (0 is the blank), values from V/2 … V - 1."""
-    seq_len: int = 64
-    num_pairs: int = 4
-    vocab_size: int = 128
-    min_distance: int = 16
-
-    def __post_init__(self):
-        for name, value in self.__dict__.items():
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.num_pairs > self.vocab_size // 2 - 1:
-            raise ValueError(f"num_pairs must be at most vocab_size / 2 - 1 = {self.vocab_size // 2 - 1}")
-        if self.num_slots < self.num_pairs:
-            raise ValueError(f"seq_len must be at least 3 num_pairs - 1 + min_distance = "
-                             f"{3 * self.num_pairs - 1 + self.min_distance}, got {self.seq_len}")
-
-    @property
-    def first_query(self):
-        """The first position a query may take: min_distance after the last pair's value (at 2P - 1)."""
-        return 2 * self.num_pairs - 1 + self.min_distance
-
-    @property
-    def num_slots(self):
-        return self.seq_len - self.first_query
-
-
-def mqar_layout(keys, values, queries, seq_len):
-    """keys, values, queries [B, P] -> (inputs, targets) [B, seq_len]: pair i at 2i (key) and 2i + 1 (value),
-    key i again at queries[:, i], where the target is value i. All else BLANK in the input, IGNORE in the
-    targets: only answers are asked for, and no answer appears after its pair."""
-    B, P = keys.shape
-    inputs = torch.full((B, seq_len), BLANK, dtype=torch.long)
-    targets = torch.full((B, seq_len), IGNORE, dtype=torch.long)
-    inputs[:, 0:2 * P:2], inputs[:, 1:2 * P:2] = keys, values
-    inputs.scatter_(1, queries, keys)
-    targets.scatter_(1, queries, values)
-    return inputs, targets
-
-
-def mqar_batch(task, batch_size, generator=None):
-    """A batch (inputs [B, T], targets [B, T]) laid out by `mqar_layout`: per sequence P distinct keys and
-    P distinct values at random, pair i asked at a random position of its own in first_query … T - 1
-    (the queries come in a random order, each >= min_distance after its pair)."""
-    B, P, V, half = batch_size, task.num_pairs, task.vocab_size, task.vocab_size // 2
-
-    def distinct(n, size, offset):                   # [B, size]: distinct integers in offset … offset + n - 1
-        return torch.rand(B, n, generator=generator).argsort(-1)[:, :size] + offset
-
-    keys, values = distinct(half - 1, P, 1), distinct(V - half, P, half)
-    queries = distinct(task.num_slots, P, task.first_query)
-    return mqar_layout(keys, values, queries, task.seq_len)
-
-
-def query_distances(inputs, targets, num_pairs):
-    """How far each query sits after its pair: [B, P], entry i = (position of key i's query) - (position of
-    value i, 2i + 1). Finds the queries from the targets and which pair each asks from the inputs."""
-    keys = inputs[:, 0:2 * num_pairs:2]
-    asked = targets != IGNORE
-    distances = torch.full(keys.shape, -1, dtype=torch.long)
-    for b in range(len(inputs)):
-        where = asked[b].nonzero()[:, 0]                                 # the query positions, in order
-        pair = (inputs[b, where, None] == keys[b]).long().argmax(-1)     # which pair each one asks for
-        distances[b, pair] = where - (2 * pair + 1)
-    return distances
-
-
-def check_batch(task, inputs, targets):
-    """AssertionError unless every sequence has P distinct keys (lower half) and values (upper half) in its
-    pairs; every key asked once, after the pairs, its value the target; no value outside its pair (no
-    leaked answer); every query >= min_distance after its pair. Returns the distances [B, P]."""
-    P, half = task.num_pairs, task.vocab_size // 2
-    keys, values = inputs[:, 0:2 * P:2], inputs[:, 1:2 * P:2]
-    assert ((1 <= keys) & (keys < half)).all() and ((half <= values) & (values < task.vocab_size)).all()
-    for row in (keys, values):
-        assert (row.sort(-1).values.diff(dim=-1) > 0).all(), "keys and values must be distinct in a sequence"
-    asked = targets != IGNORE
-    assert (asked.sum(-1) == P).all() and not asked[:, :2 * P].any(), "P queries, all after the pairs"
-    assert ((inputs >= half).sum(-1) == P).all(), "a value appears outside its pair: the answer leaks"
-    matches = (inputs[:, :, None] == keys[:, None, :]) & asked[:, :, None]     # [B, T, P]: query t asks key i
-    assert (matches.sum(-1) == asked.long()).all(), "every query must ask one stored key"
-    assert (matches.sum(1) == 1).all(), "every key must be asked exactly once"
-    answers = (matches * values[:, None, :]).sum(-1)
-    assert (targets[asked] == answers[asked]).all(), "a target is not the value of its key"
-    distances = query_distances(inputs, targets, P)
-    assert (distances >= task.min_distance).all(), "a query is closer to its pair than min_distance"
-    return distances
-
+# The task's names are re-exported: lesson 12's notebook and exercises call them mqar.*.
+__all__ = ["BLANK", "IGNORE", "MIXERS", "Block", "ConvThen", "DeltaRuleMixer", "KDAWithoutDecay",
+           "MQARTask", "RecallConfig", "RecallModel", "build_mixer", "check_batch", "conv_reach",
+           "mqar_batch", "mqar_layout", "query_distances", "remove_short_convolutions", "state_numbers",
+           "zero_input_half_lives"]
 
 MIXERS = {   # name: (the mixer of each layer, where it comes from)
     "attention": (("attention",) * 2, "lesson 01: gpt2.CausalSelfAttention (softmax, KV cache)"),
-    "linear_attention": (("linear",) * 2, "lessons 02-03: linear_attention.chunked"),
-    "deltanet": (("delta",) * 2, "lesson 05: deltanet.chunked"),
-    "gated_deltanet": (("gated",) * 2, "lesson 06: gated_deltanet.chunked + mamba2_gate"),
+    "linear_attention": (("linear_attention",) * 2, "lessons 02-03: linear_attention.chunked"),
+    "deltanet": (("deltanet",) * 2, "lesson 05: deltanet.chunked"),
+    "gated_deltanet": (("gated_deltanet",) * 2, "lesson 06: gated_deltanet.chunked + mamba2_gate"),
     "kda": (("kda",) * 2, "lesson 07: kda.KimiDeltaAttention, KimiK3's bounded gate"),
     "mla": (("mla",) * 2, "lesson 08: mla.MultiHeadLatentAttention, NoPE, output gate"),
     "hybrid": (("kda", "kda", "kda", "mla"), "lesson 11's 3:1: three KDA layers, then one MLA layer"),
@@ -133,7 +51,8 @@ MIXERS = {   # name: (the mixer of each layer, where it comes from)
 @dataclass(frozen=True)
 class RecallConfig:
     """A recall model: `mixer` names the stack (`MIXERS`), `num_heads` heads of hidden_size / num_heads.
-    The ablations: `conv=False` (short convolutions fixed to the identity), `decay=False` (g = 0)."""
+    The ablations: `conv=False` (short convolutions fixed to the identity), `decay=False` (g = 0),
+    `kda_init="lesson07"` (KDA's gates as lesson 07 starts them, not as the reference layer)."""
     mixer: str
     vocab_size: int = 128
     hidden_size: int = 64
@@ -142,6 +61,7 @@ class RecallConfig:
     conv: bool = True
     decay: bool = True
     chunk_size: int = 64
+    kda_init: str = "reference"
 
     def __post_init__(self):
         if self.mixer not in MIXERS:
@@ -149,6 +69,8 @@ class RecallConfig:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads "
                              f"({self.num_heads})")
+        if self.kda_init not in ("reference", "lesson07"):
+            raise ValueError(f"kda_init must be 'reference' or 'lesson07', got {self.kda_init!r}")
 
     @property
     def layers(self):
@@ -181,27 +103,34 @@ class DeltaRuleMixer(nn.Module):
     """Linear attention, DeltaNet or gated DeltaNet in KDA's layer (lesson 07): only the write rule differs.
 
         q, k = L2Norm(SiLU(ShortConv(W x))),  v = SiLU(ShortConv(W_v x)),  beta = sigmoid(W_b x)
-        g = mamba2_gate(W_a x)  (one per head, "gated" only; decay=False sets g = 0)
+        g = mamba2_gate(W_a x)  (one per head, gated DeltaNet only; decay=False sets g = 0; A_log and
+                                 dt_bias from `gated_deltanet_gate_parameters`, FLA's GatedDeltaNet init)
         o = chunked(q / sqrt(K), k, v, [g,] [beta]),   y = W_o( sigmoid(W_g x) * RMSNorm(o) )
-    rule: "linear" (lessons 02-03), "delta" (lesson 05), "gated" (lesson 06), each module's `chunked`."""
+    rule: a member of the mixer family (`mixers`) without a layer class of its own: "linear_attention",
+    "deltanet" or "gated_deltanet"; its declaration says whether it takes beta (`delta`) and a log decay
+    per head (`decay`), and gives its `chunked` form."""
 
     def __init__(self, config, rule):
         super().__init__()
         D, H, K, W = config.hidden_size, config.num_heads, config.head_dim, config.conv_size
         self.rule, self.decay, self.chunk_size, self.num_heads, self.head_dim = (
-            rule, config.decay, config.chunk_size, H, K)
+            mixers.get(rule), config.decay, config.chunk_size, H, K)
+        if self.rule.layer is not None:
+            raise ValueError(f"{rule} has a layer of its own ({self.rule.layer.__name__}): build that")
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(D, H * K, bias=False) for _ in range(3))
         self.q_conv1d, self.k_conv1d, self.v_conv1d = (
             nn.Conv1d(H * K, H * K, W, groups=H * K, bias=False) for _ in range(3))
-        self.b_proj = nn.Linear(D, H, bias=False) if rule != "linear" else None
-        if rule == "gated":      # Mamba-2 init, as lesson 07: rates in [1, 16], steps in [1e-3, 0.1]
+        self.b_proj = nn.Linear(D, H, bias=False) if self.rule.delta else None
+        if self.rule.decay == "head":
             self.a_proj = nn.Linear(D, H, bias=False)
-            self.A_log = nn.Parameter(torch.empty(H).uniform_(1, 16).log())
-            dt = torch.empty(H).uniform_(math.log(1e-3), math.log(1e-1)).exp()
-            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
+            self.A_log, self.dt_bias = map(nn.Parameter, gated_deltanet_gate_parameters(H))
         self.o_norm = nn.RMSNorm(K)
         self.g_proj = nn.Linear(D, H * K, bias=False)
         self.o_proj = nn.Linear(H * K, D, bias=False)
+
+    def log_decay(self, x):
+        """g [B, T, H] <= 0 from x [B, T, hidden]: lesson 06's Mamba-2 gate, one per head."""
+        return gated_deltanet.mamba2_gate(self.a_proj(x), self.A_log, self.dt_bias)
 
     def forward(self, x):
         B, T, _ = x.shape
@@ -211,16 +140,13 @@ class DeltaRuleMixer(nn.Module):
         k = heads(kda.short_conv(self.k_proj(x), self.k_conv1d.weight)[0])
         v = heads(F.silu(kda.short_conv(self.v_proj(x), self.v_conv1d.weight)[0]))
         q, k = F.normalize(F.silu(q), dim=-1) * K ** -0.5, F.normalize(F.silu(k), dim=-1)
-        if self.rule == "linear":
-            o, _ = linear_attention.chunked(q, k, v, chunk_size=self.chunk_size)
-        else:
-            beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)                 # [B, H, T]
-            if self.rule == "delta":
-                o, _ = deltanet.chunked(q, k, v, beta, chunk_size=self.chunk_size)
-            else:
-                g = gated_deltanet.mamba2_gate(self.a_proj(x), self.A_log, self.dt_bias).transpose(1, 2)
-                g = g if self.decay else torch.zeros_like(g)
-                o, _ = gated_deltanet.chunked(q, k, v, g, beta, chunk_size=self.chunk_size)
+        inputs = []                                                               # [g,] [beta]
+        if self.rule.decay:
+            g = self.log_decay(x).transpose(1, 2)                                 # [B, H, T]
+            inputs.append(g if self.decay else torch.zeros_like(g))
+        if self.rule.delta:
+            inputs.append(torch.sigmoid(self.b_proj(x)).transpose(1, 2))          # [B, H, T]
+        o, _ = self.rule.chunked(q, k, v, *inputs, chunk_size=self.chunk_size)
         o = self.o_norm(o.transpose(1, 2)) * torch.sigmoid(self.g_proj(x).view(B, T, H, K))
         return self.o_proj(o.reshape(B, T, H * K))
 
@@ -246,8 +172,10 @@ def build_mixer(config, kind):
         return ConvThen(config, gpt2.CausalSelfAttention(gpt))
     if kind == "mla":
         return ConvThen(config, mla.MultiHeadLatentAttention(config.mla_config()))
-    if kind == "kda":
-        return (kda.KimiDeltaAttention if config.decay else KDAWithoutDecay)(config.kda_config())
+    family = mixers.get(kind)
+    if family.layer is kda.KimiDeltaAttention:
+        layer = (family.layer if config.decay else KDAWithoutDecay)(config.kda_config())
+        return kimi_linear_gate_init_(layer) if config.kda_init == "reference" else layer
     return DeltaRuleMixer(config, kind)
 
 
@@ -317,82 +245,18 @@ def state_numbers(config, seq_len):
             for kind in config.layers]
 
 
-
-def answer_loss(logits, targets):
-    """Cross-entropy at the answer positions only (targets IGNORE elsewhere)."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-
-
 @torch.no_grad()
-def accuracy(model, inputs, targets, batch_size=256):
-    """Fraction of answers whose argmax is the right value."""
-    right = total = 0
-    for i in range(0, len(inputs), batch_size):
-        x, y = inputs[i:i + batch_size], targets[i:i + batch_size]
-        asked = y != IGNORE
-        right += (model(x).argmax(-1)[asked] == y[asked]).sum().item()
-        total += asked.sum().item()
-    return right / total
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """AdamW, linear warm-up and cosine decay, a fresh batch per step; the accuracy on `eval_size` held-out
-    sequences per task every `eval_every` steps, a stop once every task reaches `target`; at the end the
-    accuracy on `test_size` other sequences per task."""
-    steps: int = 800
-    batch_size: int = 32
-    lr: float = 1e-2
-    weight_decay: float = 0.1
-    warmup: int = 50
-    eval_every: int = 50
-    eval_size: int = 128
-    test_size: int = 1024
-    target: float = 0.99
-
-
-def held_out(tasks, size, seed, device):
-    """One fixed set of `size` sequences per task, from its own generator (never a training batch)."""
-    return [[t.to(device) for t in mqar_batch(task, size, torch.Generator().manual_seed(seed + i))]
-            for i, task in enumerate(tasks)]
-
-
-def train(model, tasks, train_config=TrainConfig(), seed=0, log=print):
-    """Train `model` on one MQARTask or a list, taken in turn (a mix of pair counts, so that the easier ones
-    can teach the lookup). Returns {"accuracy": per task on its test set, "curve": [(step,
-    mean loss, [held-out accuracy per task])], "steps", "seconds"}. Seeds: `seed` for the training batches,
-    10**6 + 1000 seed + i for task i's held-out set, 2·10**6 + 1000 seed + i for its test set; all drawn on
-    the CPU, moved to the model's device. `log` gets one line per evaluation (None: silent)."""
-    tc, tasks = train_config, [tasks] if isinstance(tasks, MQARTask) else list(tasks)
-    device = next(model.parameters()).device
-    data = torch.Generator().manual_seed(seed)
-    evals = held_out(tasks, tc.eval_size, 10**6 + 1000 * seed, device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
-    schedule = lambda s: min(1.0, (s + 1) / tc.warmup) * 0.5 * (1 + math.cos(math.pi * s / tc.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    curve, losses, start = [], [], time.perf_counter()
-    for step in range(1, tc.steps + 1):
-        model.train()
-        x, y = (t.to(device) for t in mqar_batch(tasks[step % len(tasks)], tc.batch_size, data))
-        loss = answer_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if step % tc.eval_every == 0 or step == tc.steps:
-            model.eval()
-            accs = [accuracy(model, *h) for h in evals]
-            curve.append((step, sum(losses) / len(losses), accs))
-            losses = []
-            if log:
-                log(f"step {step:>5}: loss {curve[-1][1]:.3f}, held-out accuracy "
-                    + " ".join(f"{a:6.1%}" for a in accs))
-            if min(accs) >= tc.target:
-                break
-    model.eval()
-    tests = held_out(tasks, tc.test_size, 2 * 10**6 + 1000 * seed, device)
-    return {"accuracy": [accuracy(model, *t) for t in tests], "curve": curve, "steps": step,
-            "seconds": time.perf_counter() - start}
+def zero_input_half_lives(model):
+    """How long each gated layer of `model` remembers at zero input: per layer with a forget gate, the
+    half-lives ln 2 / -g in tokens of its channels (KDA, [H·K]) or heads (gated DeltaNet, [H]), with g the
+    gate at x = 0 (no projection has a bias, so x = 0 leaves A_log and dt_bias alone). A list of
+    (layer index, tensor of half-lives); layers without a gate, or with decay=False, are left out."""
+    lives = []
+    for i, block in enumerate(model.blocks):
+        mixer = block.mixer
+        gated = (isinstance(mixer, kda.KimiDeltaAttention) and not isinstance(mixer, KDAWithoutDecay)
+                 or isinstance(mixer, DeltaRuleMixer) and mixer.rule.decay and mixer.decay)
+        if gated:
+            g = mixer.log_decay(mixer.o_proj.weight.new_zeros(1, 1, model.config.hidden_size))
+            lives.append((i, (math.log(2) / -g).flatten()))
+    return lives

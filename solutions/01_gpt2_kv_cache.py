@@ -68,6 +68,22 @@ def _attend_new_before_old(q, k, v, cache_k, cache_v):
     return scores.softmax(dim=-1) @ v_all, k_all, v_all
 
 
+def _attend_softmax_over_queries(q, k, v, cache_k, cache_v):
+    """The softmax runs over the new tokens (dim -2) instead of over the keys."""
+    k_all, v_all = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
+    T, past = q.shape[2], cache_k.shape[2]
+    scores = q @ k_all.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    allowed = torch.ones(T, past + T, dtype=torch.bool).tril(diagonal=past)
+    weights = scores.masked_fill(~allowed, -1e9).softmax(dim=-2)
+    return weights @ v_all, k_all, v_all
+
+
+def _attend_in_float32(q, k, v, cache_k, cache_v):
+    """The right attention, returned in float32 (a .float() left in): not the dtype it was given."""
+    o, k_all, v_all = attend_with_cache(q, k, v, cache_k, cache_v)
+    return o.float(), k_all, v_all
+
+
 def _generate_without_cache(model, idx, max_new_tokens):
     """Right tokens, but every step re-runs the whole sequence: the cache is never used."""
     for _ in range(max_new_tokens):
@@ -96,6 +112,11 @@ def _generate_first_row(model, idx, max_new_tokens):
     return idx
 
 
+def _generate_only_new_tokens(model, idx, max_new_tokens):
+    """Returns the generated tokens without the prompt in front."""
+    return generate_cached(model, idx, max_new_tokens)[:, idx.shape[1]:]
+
+
 def _parameters_untied_head(num_layers, hidden_size, vocab_size, block_size):
     """Counts the LM head as a matrix of its own (it is the token embedding, tied)."""
     return gpt2_parameters(num_layers, hidden_size, vocab_size, block_size) + vocab_size * hidden_size
@@ -112,9 +133,25 @@ def _parameters_without_final_norm(num_layers, hidden_size, vocab_size, block_si
     return gpt2_parameters(num_layers, hidden_size, vocab_size, block_size) - 2 * hidden_size
 
 
+def _parameters_by_building_the_model(num_layers, hidden_size, vocab_size, block_size):
+    """Right count, by building the model and counting its parameters: not a formula."""
+    from kimik3_lessons import gpt2
+    config = gpt2.GPTConfig(block_size=block_size, vocab_size=vocab_size, num_layers=num_layers, num_heads=1,
+                            hidden_size=hidden_size)
+    with torch.device("meta"):
+        return gpt2.GPT(config).num_parameters()
+
+
+def _parameters_mlp_width_c(num_layers, hidden_size, vocab_size, block_size):
+    """The MLP's hidden layer as wide as the model (C, not 4 C): 2 C^2 + 2 C instead of 8 C^2 + 5 C."""
+    C = hidden_size
+    return num_layers * (6 * C**2 + 10 * C) + (vocab_size + block_size) * C + 2 * C
+
+
 WRONG_ANSWERS = {
     "01.1": [_attend_mask_without_offset, _attend_token_misses_itself, _attend_without_scale,
-             _attend_new_before_old],
-    "01.2": [_generate_without_cache, _generate_stale_cache, _generate_first_row],
-    "01.3": [_parameters_untied_head, _parameters_without_biases, _parameters_without_final_norm],
+             _attend_new_before_old, _attend_softmax_over_queries, _attend_in_float32],
+    "01.2": [_generate_without_cache, _generate_stale_cache, _generate_first_row, _generate_only_new_tokens],
+    "01.3": [_parameters_untied_head, _parameters_without_biases, _parameters_without_final_norm,
+             _parameters_by_building_the_model, _parameters_mlp_width_c],
 }

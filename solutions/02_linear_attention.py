@@ -61,6 +61,23 @@ def _step_stale_denominator(S, z, q_t, k_t, v_t):
     return o_t, S, z + k_t
 
 
+def _step_z_of_raw_keys(S, z, q_t, k_t, v_t):
+    """Adds the raw k_t to z (phi applied to the state's write only): the denominator drifts."""
+    z = z + k_t
+    q_t, k_t = phi(q_t), phi(k_t)
+    S = S + k_t[..., :, None] * v_t[..., None, :]
+    return (q_t[..., :, None] * S).sum(dim=-2) / (q_t * z).sum(dim=-1, keepdim=True), S, z
+
+
+def _step_by_the_module(S, z, q_t, k_t, v_t):
+    """The right numbers, with the module's own decode step doing the work (not written here)."""
+    from kimik3_lessons import linear_attention
+    q_t, k_t = phi(q_t), phi(k_t)
+    numerator, S = linear_attention.linear_attention_step(S, q_t, k_t, v_t)
+    z = z + k_t
+    return numerator / (q_t * z).sum(dim=-1, keepdim=True), S, z
+
+
 def _tokens_without_values(config, with_z):
     """Counts a token of cache as one vector per layer (forgets the value next to the key)."""
     return 2 * cache_tokens_per_state(config, with_z)
@@ -76,6 +93,12 @@ def _tokens_one_big_state(config, with_z):
 def _tokens_forgetting_z(config, with_z):
     """Leaves z out even when asked for it."""
     return cache_tokens_per_state(config, False)
+
+
+def _tokens_gpt2_small_layers(config, with_z):
+    """Hard-codes GPT-2 small's 12 layers (right for the default configuration only)."""
+    per_head = config.head_dim * (config.head_dim + (1 if with_z else 0))
+    return 12 * config.num_heads * per_head * 2 / config.cache_bytes_per_token(bytes_per_number=2)
 
 
 def _features_squared(x):
@@ -94,9 +117,14 @@ def _features_concatenated(x):
     return torch.cat([x, x**2], dim=-1)
 
 
+def _features_scaled(x):
+    """The outer product divided by sqrt(d), as if a softmax scale belonged here: (q . k)^2 / d."""
+    return (x[..., :, None] * x[..., None, :]).flatten(start_dim=-2) / x.shape[-1] ** 0.5
+
+
 WRONG_ANSWERS = {
     "02.1": [_step_read_before_write, _step_without_feature_map, _step_without_denominator,
-             _step_stale_denominator],
-    "02.2": [_tokens_without_values, _tokens_one_big_state, _tokens_forgetting_z],
-    "02.3": [_features_squared, _features_upper_triangle, _features_concatenated],
+             _step_stale_denominator, _step_z_of_raw_keys, _step_by_the_module],
+    "02.2": [_tokens_without_values, _tokens_one_big_state, _tokens_forgetting_z, _tokens_gpt2_small_layers],
+    "02.3": [_features_squared, _features_upper_triangle, _features_concatenated, _features_scaled],
 }

@@ -54,6 +54,19 @@ def _delta_recall_reads_at_write_time(keys, values, beta):
     return torch.stack(reads)
 
 
+def _delta_recall_by_store(keys, values, beta):
+    """The right read-backs, from the module's am.store: nothing written by hand."""
+    return keys @ am.store(keys, values, "delta", beta=beta)
+
+
+def _delta_recall_transposed_memory(keys, values, beta):
+    """Keeps the memory as [D_v, D] (value rows): v^T k instead of k^T v."""
+    S = keys.new_zeros(values.shape[-1], keys.shape[-1])
+    for k, v in zip(keys, values, strict=True):
+        S = S + beta * torch.outer(v - k @ S, k)
+    return keys @ S
+
+
 def _householder_write_beta_missing_on_write(S, k, v, beta):
     """Erases a fraction beta but writes k^T v in full."""
     I = torch.eye(k.shape[-1], dtype=S.dtype)
@@ -64,6 +77,17 @@ def _householder_write_erase_after_write(S, k, v, beta):
     """Writes first, then erases: (I - beta k^T k)(S + beta k^T v)."""
     I = torch.eye(k.shape[-1], dtype=S.dtype)
     return (I - beta * torch.outer(k, k)) @ (S + beta * torch.outer(k, v))
+
+
+def _householder_write_by_delta_write(S, k, v, beta):
+    """The module's delta write: the right memory, the Householder matrix never built."""
+    return am.delta_write(S, k, v, beta)
+
+
+def _householder_write_erase_without_beta(S, k, v, beta):
+    """Erases all of k's old value, (I - k^T k) S, whatever beta: right only for beta = 1."""
+    I = torch.eye(k.shape[-1], dtype=S.dtype)
+    return (I - torch.outer(k, k)) @ S + beta * torch.outer(k, v)
 
 
 def _error_after_passes_fresh_memory(keys, values, rule, passes):
@@ -81,8 +105,18 @@ def _error_after_passes_one_short(keys, values, rule, passes):
     return am.recall_error(S, keys, values).mean().item()
 
 
+def _error_after_passes_worst_pair(keys, values, rule, passes):
+    """The largest read-back error instead of the mean."""
+    S = None
+    for _ in range(passes):
+        S = am.store(keys, values, rule, S=S)
+    return am.recall_error(S, keys, values).max().item()
+
+
 WRONG_ANSWERS = {
-    "04.1": [_delta_recall_writes_v, _delta_recall_no_beta, _delta_recall_reads_at_write_time],
-    "04.2": [_householder_write_beta_missing_on_write, _householder_write_erase_after_write],
-    "04.3": [_error_after_passes_fresh_memory, _error_after_passes_one_short],
+    "04.1": [_delta_recall_writes_v, _delta_recall_no_beta, _delta_recall_reads_at_write_time,
+             _delta_recall_by_store, _delta_recall_transposed_memory],
+    "04.2": [_householder_write_beta_missing_on_write, _householder_write_erase_after_write,
+             _householder_write_by_delta_write, _householder_write_erase_without_beta],
+    "04.3": [_error_after_passes_fresh_memory, _error_after_passes_one_short, _error_after_passes_worst_pair],
 }

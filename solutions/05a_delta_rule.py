@@ -56,6 +56,24 @@ def _forward_substitution_overwrites_A(A):
     return X + torch.eye(A.shape[-1], dtype=A.dtype)
 
 
+def _forward_substitution_by_inverse(A):
+    """torch.linalg.inv(I + A): the right matrix, neither in place nor the article's loop."""
+    return torch.linalg.inv(torch.eye(A.shape[-1], dtype=A.dtype) + A)
+
+
+def _forward_substitution_by_module(A):
+    """The module's forward substitution: the right matrix, the loop not written."""
+    return deltanet.forward_substitution(A)
+
+
+def _forward_substitution_skips_last_row(A):
+    """range(1, C - 1): off by one, the last row is never finished."""
+    X = -A.clone()
+    for i in range(1, A.shape[-1] - 1):
+        X[..., i, :i] += (X[..., i, None, :i] @ X[..., :i, :i])[..., 0, :]
+    return X + torch.eye(A.shape[-1], dtype=A.dtype)
+
+
 def _wy_form_beta_on_columns(k, v, beta):
     """A = strict_tril(K K^T diag(beta)): beta_j of the column instead of beta_i of the row."""
     A = torch.tril(k @ k.transpose(-1, -2) * beta[..., None, :], diagonal=-1)
@@ -77,6 +95,20 @@ def _wy_form_u_without_beta(k, v, beta):
     return L_inv @ (beta[..., None] * k), L_inv @ v
 
 
+def _wy_form_by_module(k, v, beta):
+    """deltanet.wy_representation itself: the text allows forward_substitution and nothing else."""
+    return deltanet.wy_representation(k, v, beta)
+
+
+def _wy_form_without_beta_in_A(k, v, beta):
+    """A = strict_tril(K K^T): beta forgotten inside A (kept on K and V)."""
+    L_inv = deltanet.forward_substitution(torch.tril(k @ k.transpose(-1, -2), diagonal=-1))
+    return L_inv @ (beta[..., None] * k), L_inv @ (beta[..., None] * v)
+
+
 WRONG_ANSWERS = {"05a.1": [_forward_substitution_no_identity, _forward_substitution_full_row,
-                           _forward_substitution_from_original, _forward_substitution_overwrites_A],
-                 "05a.2": [_wy_form_beta_on_columns, _wy_form_with_diagonal, _wy_form_u_without_beta]}
+                           _forward_substitution_from_original, _forward_substitution_overwrites_A,
+                           _forward_substitution_by_inverse, _forward_substitution_by_module,
+                           _forward_substitution_skips_last_row],
+                 "05a.2": [_wy_form_beta_on_columns, _wy_form_with_diagonal, _wy_form_u_without_beta,
+                           _wy_form_by_module, _wy_form_without_beta_in_A]}

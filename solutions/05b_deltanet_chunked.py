@@ -17,12 +17,12 @@ def state_pass(W, U, K, S):
 
 
 def prefill_then_decode(q, k, v, beta, n_prefill):
-    """deltanet.chunked over the first n_prefill tokens, then delta_rule_step from its final state."""
+    """deltanet.chunked over the first n_prefill tokens, then deltanet_step from its final state."""
     p = n_prefill
     o_prefill, S = deltanet.chunked(q[:, :, :p], k[:, :, :p], v[:, :, :p], beta[:, :, :p], chunk_size=16)
     outputs = [o_prefill]
     for t in range(p, q.shape[2]):
-        o_t, S = deltanet.delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        o_t, S = deltanet.deltanet_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
         outputs.append(o_t[:, :, None])
     return torch.cat(outputs, dim=2)
 
@@ -67,6 +67,37 @@ def _state_pass_zero_start(W, U, K, S):
     return state_pass(W, U, K, torch.zeros_like(S))
 
 
+def _state_pass_by_module(W, U, K, S):
+    """deltanet.chunk_state_scan itself: the right tensors, the walk not written."""
+    return deltanet.chunk_state_scan(W, U, K, S)
+
+
+def _state_pass_in_place(W, U, K, S):
+    """S += K_n^T U'_n in place: every recorded S_n is the same tensor (the final state), and the caller's
+    S is overwritten."""
+    S_n, U_new = [], []
+    for n in range(U.shape[2]):
+        S_n.append(S)
+        U_new.append(U[:, :, n] - W[:, :, n] @ S)
+        S += K[:, :, n].transpose(-1, -2) @ U_new[-1]
+    return torch.stack(S_n, dim=2), torch.stack(U_new, dim=2), S
+
+
+def _prefill_then_decode_by_recurrent(q, k, v, beta, n_prefill):
+    """deltanet.recurrent(...)[0]: the right outputs, with no prefill and no decode step."""
+    return deltanet.recurrent(q, k, v, beta)[0]
+
+
+def _prefill_then_decode_all_chunked(q, k, v, beta, n_prefill):
+    """The chunked form over the whole sequence: the right outputs, no decode step."""
+    return deltanet.chunked(q, k, v, beta)[0]
+
+
+def _prefill_then_decode_one_more_prefilled(q, k, v, beta, n_prefill):
+    """Off by one: prefills n_prefill + 1 tokens and decodes one step fewer (the outputs still match)."""
+    return prefill_then_decode(q, k, v, beta, n_prefill + 1)
+
+
 def _prefill_then_decode_zero_state(q, k, v, beta, n_prefill):
     """Decodes from an empty state, as if the prompt had not been read."""
     p = n_prefill
@@ -74,7 +105,7 @@ def _prefill_then_decode_zero_state(q, k, v, beta, n_prefill):
     S = torch.zeros_like(S)
     outputs = [o_prefill]
     for t in range(p, q.shape[2]):
-        o_t, S = deltanet.delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        o_t, S = deltanet.deltanet_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
         outputs.append(o_t[:, :, None])
     return torch.cat(outputs, dim=2)
 
@@ -85,7 +116,7 @@ def _prefill_then_decode_state_not_carried(q, k, v, beta, n_prefill):
     o_prefill, S = deltanet.chunked(q[:, :, :p], k[:, :, :p], v[:, :, :p], beta[:, :, :p])
     outputs = [o_prefill]
     for t in range(p, q.shape[2]):
-        o_t, _ = deltanet.delta_rule_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
+        o_t, _ = deltanet.deltanet_step(S, q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t])
         outputs.append(o_t[:, :, None])
     return torch.cat(outputs, dim=2)
 
@@ -101,9 +132,39 @@ def _forward_substitution_masked_no_identity(A):
     return L_inv
 
 
+def _forward_substitution_masked_row_indexing(A):
+    """The right inverse, row by row with indexing (L_inv[i] = e_i - A[i] @ L_inv): what a tile cannot do."""
+    C = A.shape[-1]
+    L_inv = torch.eye(C, dtype=A.dtype)
+    for i in range(1, C):
+        L_inv[i] = L_inv[i] - A[i] @ L_inv
+    return L_inv
+
+
+def _forward_substitution_masked_by_module(A):
+    """deltanet.forward_substitution itself."""
+    return deltanet.forward_substitution(A)
+
+
+def _forward_substitution_masked_skips_last_row(A):
+    """range(1, C - 1): off by one, row C - 1 keeps e_{C-1}."""
+    C = A.shape[-1]
+    r = torch.arange(C)
+    L_inv = torch.eye(C, dtype=A.dtype)
+    for i in range(1, C - 1):
+        A_i = torch.where(r[:, None] == i, A, 0).sum(0)
+        L_inv = torch.where(r[:, None] == i, L_inv - (A_i[:, None] * L_inv).sum(0)[None, :], L_inv)
+    return L_inv
+
+
 WRONG_ANSWERS = {"05b.1": [_state_pass_uncorrected_update, _state_pass_records_after_update,
-                           _state_pass_zero_start],
-                 "05b.2": [_prefill_then_decode_zero_state, _prefill_then_decode_state_not_carried],
+                           _state_pass_zero_start, _state_pass_by_module, _state_pass_in_place],
+                 "05b.2": [_prefill_then_decode_zero_state, _prefill_then_decode_state_not_carried,
+                           _prefill_then_decode_by_recurrent, _prefill_then_decode_all_chunked,
+                           _prefill_then_decode_one_more_prefilled],
                  "05b.3": [_forward_substitution_masked_no_identity,
+                           _forward_substitution_masked_row_indexing,
+                           _forward_substitution_masked_by_module,
+                           _forward_substitution_masked_skips_last_row,
                            # two mistakes the check names, written once in the check
                            lesson05b.every_row_updated, lesson05b.row_summed_over_columns]}

@@ -49,6 +49,29 @@ def _scores_factored(Q, K, G):
     return ((Q * torch.exp(G)) @ (K * torch.exp(-G)).T).tril()
 
 
+def _scores_exp_before_mask(Q, K, G):
+    """exp(G_id - G_jd) for every pair, then the mask (masked_fill with 0): the forward pass is finite, the
+    gradient under strong decay is NaN (the derivative of an overflowed exp, times 0)."""
+    C = Q.shape[0]
+    causal = torch.ones(C, C, dtype=torch.bool).tril()
+    decay = torch.exp(G[:, None, :] - G[None, :, :]).masked_fill(~causal[..., None], 0.0)
+    return (Q[:, None, :] * K[None, :, :] * decay).sum(-1)
+
+
+def _scores_by_module(Q, K, G):
+    """kda.decayed_scores itself: the right numbers, the definition not written."""
+    from kimik3_lessons import kda
+    return kda.decayed_scores(Q, K, G)
+
+
+def _scores_strict_mask(Q, K, G):
+    """Masks j < i only: the diagonal q_i . k_i is lost."""
+    C = Q.shape[0]
+    strict = torch.ones(C, C, dtype=torch.bool).tril(-1)
+    decay = torch.exp((G[:, None, :] - G[None, :, :]).masked_fill(~strict[..., None], float("-inf")))
+    return (Q[:, None, :] * K[None, :, :] * decay).sum(-1)
+
+
 def _retention_mean_decay(k, g, delta):
     """A bigger scalar decay: the mean of the channels' log decays."""
     return torch.exp(g.mean() * delta)
@@ -57,6 +80,11 @@ def _retention_mean_decay(k, g, delta):
 def _retention_exp_of_sum(k, g, delta):
     """exp of the k_d^2-weighted sum of log decays, instead of the weighted sum of exps."""
     return torch.exp((k**2 * g).sum() * delta)
+
+
+def _retention_weights_k(k, g, delta):
+    """Weights k_d instead of k_d^2 (the read's k_d forgotten)."""
+    return (k * torch.exp(g * delta)).sum()
 
 
 def _state_update_value_axis(S, K, U_new, G):
@@ -70,8 +98,14 @@ def _state_update_decay_after_write(S, K, U_new, G):
     return torch.exp(G[-1])[:, None] * (S + K.T @ U_new)
 
 
+def _state_update_undecayed_writes(S, K, U_new, G):
+    """Decays S per channel but adds the writes undecayed."""
+    return torch.exp(G[-1])[:, None] * S + K.T @ U_new
+
+
 WRONG_ANSWERS = {
-    "07a.1": [_scores_scalar_decay, _scores_exp_of_sum, _scores_no_causal_mask, _scores_factored],
-    "07a.2": [_retention_mean_decay, _retention_exp_of_sum],
-    "07a.3": [_state_update_value_axis, _state_update_decay_after_write],
+    "07a.1": [_scores_scalar_decay, _scores_exp_of_sum, _scores_no_causal_mask, _scores_factored,
+              _scores_exp_before_mask, _scores_by_module, _scores_strict_mask],
+    "07a.2": [_retention_mean_decay, _retention_exp_of_sum, _retention_weights_k],
+    "07a.3": [_state_update_value_axis, _state_update_decay_after_write, _state_update_undecayed_writes],
 }

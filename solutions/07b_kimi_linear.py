@@ -31,6 +31,19 @@ def _short_conv_step_stale_tail(x_t, weight, tail):
     return (weight[:, 0, :] * window).sum(-1), tail
 
 
+def _short_conv_step_by_module(x_t, weight, tail):
+    """kda.short_conv on the one-token sequence with the tail: right numbers, the step not written."""
+    from kimik3_lessons import kda
+    y, new_tail = kda.short_conv(x_t[:, None, :], weight, tail)
+    return y[:, 0], new_tail
+
+
+def _short_conv_step_tail_newest_first(x_t, weight, tail):
+    """Puts x_t at the front of the new tail (newest first) while the window reads it oldest first."""
+    window = torch.cat([tail, x_t[..., None]], dim=-1)
+    return (weight[:, 0, :] * window).sum(-1), torch.cat([x_t[..., None], tail[..., :-1]], dim=-1)
+
+
 def _state_numbers_without_tails(num_heads, head_dim, conv_size):
     """Counts the recurrent state only."""
     return num_heads * head_dim**2
@@ -42,7 +55,22 @@ def _state_numbers_full_window(num_heads, head_dim, conv_size):
     return HK * head_dim + 3 * HK * conv_size
 
 
+def _state_numbers_two_tails(num_heads, head_dim, conv_size):
+    """Counts the tails of q and k but not v's."""
+    HK = num_heads * head_dim
+    return HK * head_dim + 2 * HK * (conv_size - 1)
+
+
+def _state_numbers_by_config(num_heads, head_dim, conv_size):
+    """KDAConfig.state_numbers: the module's count, not yours."""
+    from kimik3_lessons import kda
+    config = kda.KDAConfig(hidden_size=8, num_heads=num_heads, head_dim=head_dim, conv_size=conv_size)
+    return config.state_numbers
+
+
 WRONG_ANSWERS = {
-    "07b.1": [_short_conv_step_reversed, _short_conv_step_stale_tail],
-    "07b.2": [_state_numbers_without_tails, _state_numbers_full_window],
+    "07b.1": [_short_conv_step_reversed, _short_conv_step_stale_tail, _short_conv_step_by_module,
+              _short_conv_step_tail_newest_first],
+    "07b.2": [_state_numbers_without_tails, _state_numbers_full_window, _state_numbers_two_tails,
+              _state_numbers_by_config],
 }

@@ -39,6 +39,19 @@ def _absorbed_head_no_rope_part(q_n, q_r, W_uk, W_uv, c, k_r):
     return W_uv @ (p @ c)
 
 
+def _absorbed_head_explicit(q_n, q_r, W_uk, W_uv, c, k_r):
+    """The right output from explicit per-token keys c W_uk^T and values c W_uv^T: not absorbed."""
+    keys, values = c @ W_uk.T, c @ W_uv.T                         # [S, d_n], [S, d_v]
+    p = torch.softmax((keys @ q_n + k_r @ q_r) / (q_n.shape[0] + q_r.shape[0]) ** 0.5, dim=0)
+    return p @ values
+
+
+def _absorbed_head_uk_not_transposed(q_n, q_r, W_uk, W_uv, c, k_r):
+    """W_uk q_n instead of W_uk^T q_n: the shapes do not fit (d_n != d_c)."""
+    p = torch.softmax((c @ (W_uk @ q_n) + k_r @ q_r) / (q_n.shape[0] + q_r.shape[0]) ** 0.5, dim=0)
+    return W_uv @ (p @ c)
+
+
 def _merged_output_channel_major(layer):
     """The right products, flattened in the wrong order: column c * H + h instead of h * d_c + c."""
     H, d_v = layer.config.num_heads, layer.config.v_head_dim
@@ -55,7 +68,13 @@ def _merged_output_key_projection(layer):
     return torch.einsum("ohv,hvc->ohc", W_o, W_uk).reshape(W_o.shape[0], -1)
 
 
+def _merged_output_in_float32(layer):
+    """The right matrix, cast to float32 (a .float() left in): the layer is float64."""
+    return merged_output(layer).float()
+
+
 WRONG_ANSWERS = {
-    "08.1": [_absorbed_head_no_scale, _absorbed_head_latent_width_scale, _absorbed_head_no_rope_part],
-    "08.2": [_merged_output_channel_major, _merged_output_key_projection],
+    "08.1": [_absorbed_head_no_scale, _absorbed_head_latent_width_scale, _absorbed_head_no_rope_part,
+             _absorbed_head_explicit, _absorbed_head_uk_not_transposed],
+    "08.2": [_merged_output_channel_major, _merged_output_key_projection, _merged_output_in_float32],
 }

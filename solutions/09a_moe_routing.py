@@ -77,6 +77,21 @@ def _sparse_moe_dense(x, router_weight, score_bias, top_k, expert):
     return sum(P[:, e, None] * expert(e, x) for e in range(router_weight.shape[0]))
 
 
+def _sparse_moe_softmax_weights(x, router_weight, score_bias, top_k, expert):
+    """Weights from a softmax over the chosen scores instead of s / sum s."""
+    s = torch.sigmoid(x @ router_weight.T)
+    idx = torch.topk(s + score_bias, top_k, dim=-1).indices
+    return _dispatch(x, s.gather(-1, idx).softmax(-1), idx, expert)
+
+
+def _sparse_moe_weights_with_bias(x, router_weight, score_bias, top_k, expert):
+    """Weights from s + b: the bias, meant only to pick, leaks into the mix."""
+    s = torch.sigmoid(x @ router_weight.T)
+    idx = torch.topk(s + score_bias, top_k, dim=-1).indices
+    chosen = (s + score_bias).gather(-1, idx)
+    return _dispatch(x, chosen / chosen.sum(-1, keepdim=True), idx, expert)
+
+
 def _update_bias_sign_flipped(score_bias, load, rate):
     """Pushes busy experts up: the imbalance grows."""
     load = load.to(score_bias.dtype)
@@ -89,8 +104,16 @@ def _update_bias_not_relative(score_bias, load, rate):
     return score_bias + rate * (load.mean() - load)
 
 
+def _update_bias_in_place(score_bias, load, rate):
+    """The right update, made in the caller's tensor (score_bias += ...)."""
+    load = load.to(score_bias.dtype)
+    score_bias += rate * (load.mean() - load) / load.mean()
+    return score_bias
+
+
 WRONG_ANSWERS = {
     "09a.1": [_sparse_moe_not_renormalized, _sparse_moe_topk_on_raw_scores, _sparse_moe_unweighted,
-              _sparse_moe_token_by_token, _sparse_moe_dense],
-    "09a.2": [_update_bias_sign_flipped, _update_bias_not_relative],
+              _sparse_moe_token_by_token, _sparse_moe_dense, _sparse_moe_softmax_weights,
+              _sparse_moe_weights_with_bias],
+    "09a.2": [_update_bias_sign_flipped, _update_bias_not_relative, _update_bias_in_place],
 }

@@ -49,6 +49,11 @@ def _finer_experts_shared_unchanged(config, m):
                                expert_hidden_size=config.expert_hidden_size // m)
 
 
+def _finer_experts_always_halved(config, m):
+    """Splits every expert in two whatever m (right for m = 2 only)."""
+    return finer_experts(config, 2)
+
+
 def _situ_up_not_capped(g, u, beta=4.0, linear_beta=25.0):
     """Forgets the cap on up: SwiGLU's unbounded up branch."""
     return beta * _tanh(g / beta) * _sigmoid(g) * u
@@ -93,8 +98,15 @@ def _situ_in_float64(g, u, beta=4.0, linear_beta=25.0):
     return _situ_no_series(g.double(), u.double(), beta, linear_beta).float()
 
 
+def _situ_caps_swapped(g, u, beta=4.0, linear_beta=25.0):
+    """beta caps the up branch and linear_beta the gate: the two caps swapped."""
+    if linear_beta is None:
+        return situ_from_exp(g, u, beta, None)
+    return linear_beta * _tanh(g / linear_beta) * _sigmoid(g) * beta * _tanh(u / beta)
+
+
 WRONG_ANSWERS = {
-    "09b.1": [_finer_experts_same_top_k, _finer_experts_shared_unchanged],
+    "09b.1": [_finer_experts_same_top_k, _finer_experts_shared_unchanged, _finer_experts_always_halved],
     "09b.2": [_situ_up_not_capped, _situ_gate_without_sigmoid, _situ_no_series, _situ_tanh_overflows,
-              _situ_with_torch_tanh, _situ_in_float64],
+              _situ_with_torch_tanh, _situ_in_float64, _situ_caps_swapped],
 }

@@ -4,8 +4,9 @@ import torch
 
 
 def layer_kinds(config):
-    """num_cycles × (kda_per_cycle KDA layers, then one MLA layer), then one last MLA layer."""
-    return (["kda"] * config.kda_per_cycle + ["mla"]) * config.num_cycles + ["mla"]
+    """num_cycles × (kda_per_cycle KDA layers, then one MLA layer), then one last MLA layer if
+    config.final_mla (93 layers for the published configuration, 92 for the article's)."""
+    return (["kda"] * config.kda_per_cycle + ["mla"]) * config.num_cycles + ["mla"] * config.final_mla
 
 
 def crossover_tokens(config):
@@ -37,6 +38,26 @@ def _layer_kinds_no_final_mla(config):
 def _layer_kinds_mla_first(config):
     """Puts each cycle's MLA layer first."""
     return (["mla"] + ["kda"] * config.kda_per_cycle) * config.num_cycles + ["mla"]
+
+
+def _layer_kinds_always_final_mla(config):
+    """Always adds the last MLA layer, ignoring config.final_mla (93 layers for the article's 92)."""
+    return (["kda"] * config.kda_per_cycle + ["mla"]) * config.num_cycles + ["mla"]
+
+
+def _layer_kinds_by_module(config):
+    """kimik3.layer_kinds itself."""
+    from kimik3_lessons import kimik3
+    return kimik3.layer_kinds(config)
+
+
+def _crossover_tokens_ceil(config):
+    """ceil(states / per_token): off by one where the states are a whole number of tokens of latents (at that
+    T the two weigh the same; the latents outweigh the states one token later)."""
+    import math
+    kinds = layer_kinds(config)
+    states = kinds.count("kda") * config.kda_config().state_numbers
+    return math.ceil(states / (kinds.count("mla") * (config.kv_lora_rank + config.qk_rope_head_dim)))
 
 
 def _crossover_tokens_equal_is_enough(config):
@@ -72,6 +93,27 @@ def _generate_forgets_the_cache(model, idx, n):
     return idx
 
 
-WRONG_ANSWERS = {"11.1": [_layer_kinds_no_final_mla, _layer_kinds_mla_first],
-                 "11.2": [_crossover_tokens_equal_is_enough, _crossover_tokens_state_only],
-                 "11.3": [_generate_refeeds_everything, _generate_forgets_the_cache]}
+def _generate_without_cache(model, idx, n):
+    """Right tokens, re-running the whole sequence at every step: the cache is never read."""
+    for _ in range(n):
+        logits, _ = model(idx)
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return idx
+
+
+def _generate_prompt_cache_kept(model, idx, n):
+    """Passes the prompt's cache at every step instead of the one the last call returned."""
+    logits, cache = model(idx)
+    for _ in range(n):
+        next_id = logits[:, -1].argmax(-1, keepdim=True)
+        idx = torch.cat([idx, next_id], dim=1)
+        logits, _ = model(next_id, cache)
+    return idx
+
+
+WRONG_ANSWERS = {"11.1": [_layer_kinds_no_final_mla, _layer_kinds_mla_first, _layer_kinds_always_final_mla,
+                          _layer_kinds_by_module],
+                 "11.2": [_crossover_tokens_equal_is_enough, _crossover_tokens_state_only,
+                          _crossover_tokens_ceil],
+                 "11.3": [_generate_refeeds_everything, _generate_forgets_the_cache, _generate_without_cache,
+                          _generate_prompt_cache_kept]}

@@ -58,6 +58,20 @@ def _mqar_layout_leaks_the_answer(keys, values, queries, seq_len):
     return inputs.scatter(1, after, values), targets
 
 
+def _mqar_layout_by_module(keys, values, queries, seq_len):
+    """mqar.mqar_layout itself."""
+    from kimik3_lessons import mqar
+    return mqar.mqar_layout(keys, values, queries, seq_len)
+
+
+def _mqar_layout_value_first(keys, values, queries, seq_len):
+    """Each pair written value first (2i the value, 2i + 1 the key)."""
+    inputs, targets = mqar_layout(keys, values, queries, seq_len)
+    P = keys.shape[1]
+    inputs[:, 0:2 * P:2], inputs[:, 1:2 * P:2] = values, keys
+    return inputs, targets
+
+
 def _query_distances_from_the_key(inputs, targets, num_pairs):
     """Measures from the key (2i) instead of the value (2i + 1): one token too many."""
     return query_distances(inputs, targets, num_pairs) + 1
@@ -71,6 +85,17 @@ def _query_distances_in_query_order(inputs, targets, num_pairs):
                                        for t in (targets[b] != IGNORE).nonzero()[:, 0].tolist()])
                          for b in range(len(inputs))])
     return d.gather(1, order)
+
+
+def _query_distances_by_module(inputs, targets, num_pairs):
+    """mqar.query_distances itself."""
+    from kimik3_lessons import mqar
+    return mqar.query_distances(inputs, targets, num_pairs)
+
+
+def _query_distances_positions(inputs, targets, num_pairs):
+    """The query positions themselves, not their distance from the pair's value."""
+    return query_distances(inputs, targets, num_pairs) + 2 * torch.arange(num_pairs) + 1
 
 
 def _state_numbers_keys_only(config, seq_len):
@@ -87,6 +112,22 @@ def _state_numbers_one_head(config, seq_len):
             for kind, n in zip(config.layers, state_numbers(config, seq_len), strict=True)]
 
 
-WRONG_ANSWERS = {"12.1": [_mqar_layout_shifted_targets, _mqar_layout_leaks_the_answer],
-                 "12.2": [_query_distances_from_the_key, _query_distances_in_query_order],
-                 "12.3": [_state_numbers_keys_only, _state_numbers_one_head]}
+def _state_numbers_without_tails(config, seq_len):
+    """Forgets the short convolutions' tails."""
+    D, H, K, W = config.hidden_size, config.num_heads, config.head_dim, config.conv_size
+    return [n - (D * (W - 1) if kind in ("attention", "mla") else 3 * H * K * (W - 1))
+            for kind, n in zip(config.layers, state_numbers(config, seq_len), strict=True)]
+
+
+def _state_numbers_by_module(config, seq_len):
+    """mqar.state_numbers itself."""
+    from kimik3_lessons import mqar
+    return mqar.state_numbers(config, seq_len)
+
+
+WRONG_ANSWERS = {"12.1": [_mqar_layout_shifted_targets, _mqar_layout_leaks_the_answer, _mqar_layout_by_module,
+                          _mqar_layout_value_first],
+                 "12.2": [_query_distances_from_the_key, _query_distances_in_query_order,
+                          _query_distances_by_module, _query_distances_positions],
+                 "12.3": [_state_numbers_keys_only, _state_numbers_one_head, _state_numbers_without_tails,
+                          _state_numbers_by_module]}

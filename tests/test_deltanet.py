@@ -10,8 +10,8 @@ import triton
 import triton.language as tl
 from torch.utils.flop_counter import FlopCounterMode
 
-from kimik3_lessons import contract, lab
 from kimik3_lessons import deltanet as dn
+from kimik3_lessons import lab
 
 
 def inputs(B=2, H=3, T=100, K=16, V=16, seed=0, state=False):
@@ -74,17 +74,16 @@ def invert_tile_kernel(a, l_inv, C: tl.constexpr):
 
 
 @pytest.mark.parametrize("C", [16, 32, 64])
-def test_forward_substitution_on_a_tile_inverts_unit_lower_triangular(C):
+def test_forward_substitution_on_a_tile_inverts_unit_lower_triangular(C, device):
     """The kernels' inverse (row by row on a tile, with masks: a tile cannot be indexed), in float32,
     against LAPACK's solver."""
     A = unit_lower(C, seed=C)[0, 0]
     I = torch.eye(C, dtype=torch.float64)
-    device = "cpu" if contract.interpreted() else "cuda"
     a = A.to(device, torch.float32)
     L_inv = torch.empty_like(a)
     invert_tile_kernel[(1,)](a, L_inv, C=C)
     lab.check_close("forward_substitution_tile vs solve_triangular",
-                    torch.linalg.solve_triangular(I + A, I, upper=False), L_inv)
+                    torch.linalg.solve_triangular(I + A, I, upper=False), L_inv.cpu())
 
 
 def test_wy_representation_is_the_householder_product():

@@ -55,3 +55,14 @@ except RuntimeError as err:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "import kimik3_lessons before triton" in done.stdout, done.stdout + done.stderr[-2000:]
     assert "TRITON_INTERPRET=1" in done.stdout
+
+
+
+def test_the_pytorch_modules_do_not_import_triton():
+    """The PyTorch contract (and the lessons that need only its compute_dtype) stand without Triton: the
+    kernels and their launcher are `chunk_kernels`."""
+    code = ("import sys\nfrom kimik3_lessons import attnres, contract, gpt2, mla  # noqa: F401\n"
+            "print(sorted(name for name in sys.modules if name.split('.')[0] == 'triton')[:3])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", f"importing the PyTorch modules imported {done.stdout.strip()}"

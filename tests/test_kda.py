@@ -76,13 +76,14 @@ def test_layer_decodes_token_by_token_as_one_pass(gate):
     lab.check_close(f"{gate}: decode = one pass", y_ref, torch.cat(ys, dim=1))
     for name in ("S", "q_tail", "k_tail", "v_tail"):
         lab.check_close(f"{gate}: state {name}", getattr(state_ref, name), getattr(state, name))
+    assert state_ref.length == state.length == 40          # tokens seen, as the KV and latent caches count
     per_sequence = 2 * 16 * 16 + 3 * 2 * 16 * 3                  # S [H, K, V] and three tails [H*K, 3]
     assert layer.config.state_numbers == per_sequence
     assert state.nbytes == 2 * per_sequence * 8                  # the whole batch of 2, float64
 
 
 def test_layer_parameters_map_to_kimik3_weights():
-    """KimiK3's KDA weight list (REFERENCE.md): hidden 7168, 96 heads x 128, the bounded gate."""
+    """KimiK3's KDA weight list (docs/facts.md): hidden 7168, 96 heads x 128, the bounded gate."""
     with torch.device("meta"):
         config = kda.KDAConfig(hidden_size=7168, num_heads=96, head_dim=128, gate="bounded")
         layer = kda.KimiDeltaAttention(config)

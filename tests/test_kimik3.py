@@ -1,5 +1,5 @@
 """Tests for kimik3_lessons.kimik3: the layer pattern, the parameter count (against the instantiated
-tiny model, the full model built on the meta device, and REFERENCE.md's weight shapes multiplied out
+tiny model, the full model built on the meta device, and docs/facts.md's weight shapes multiplied out
 here), decoding against one pass, and the decode memory against the real cache."""
 
 import dataclasses
@@ -78,7 +78,7 @@ def test_full_count_matches_the_model_built_on_the_meta_device():
 
 
 def test_full_count_from_the_reference_shapes():
-    # REFERENCE.md's KimiK3 weight list, multiplied out here
+    # docs/facts.md's KimiK3 weight list, multiplied out here
     n = lambda *shapes: sum(math.prod(s) for s in shapes)
     kda = n([12288, 7168], [12288, 7168], [12288, 7168], [12288, 1, 4], [12288, 1, 4], [12288, 1, 4],
             [128, 7168], [12288, 128], [96, 7168], [128], [12288], [128])

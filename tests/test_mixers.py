@@ -1,4 +1,4 @@
-"""The mixing-op contract (DESIGN.md, `kimik3_lessons/contract.py`), tested once for the four recurrent
+"""The mixing-op contract (`kimik3_lessons/contract.py`), tested once for the four recurrent
 mixers: linear attention, DeltaNet, gated DeltaNet and KDA, each in its forms `recurrent`, `chunked` and
 `triton_chunked` (and linear attention's `parallel`).
 
@@ -13,41 +13,27 @@ Each test draws its own random inputs (a seed from its id, so that a failure rep
 import inspect
 import re
 import zlib
-from dataclasses import dataclass
-from types import ModuleType
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import contract, deltanet, gated_deltanet, kda, lab, linear_attention
+from kimik3_lessons import chunk_kernels, contract, lab, linear_attention, mixers
+
+MIXERS = list(mixers.MIXERS.values())          # the family, as declared (`contract.Mixer`)
+LINEAR_ATTENTION = mixers.get("linear_attention")
+EXTRA_FORMS = {"linear_attention": {"parallel": linear_attention.parallel}}   # beyond the contract's three
+GATED = [m for m in MIXERS if m.decay]
 
 
-@dataclass(frozen=True)
-class Mixer:
-    """One mixer of the contract: its module, its gate and whether it is a delta rule."""
-    module: ModuleType
-    gate: str | None          # None, "scalar" (g [B, H, T]) or "channel" (g [B, H, T, K])
-    delta: bool               # beta [B, H, T]
-    forms: tuple = ("recurrent", "chunked", "triton_chunked")
-
-    def __str__(self):
-        return self.module.__name__.rsplit(".", 1)[-1]
-
-    @property
-    def args(self):
-        """The mixer's own inputs after q, k, v, in the contract's order."""
-        return ("g",) * (self.gate is not None) + ("beta",) * self.delta
+def forms(mixer):
+    """{form name: function}: the contract's three and the mixer's own extra ones."""
+    return {**mixer.forms, **EXTRA_FORMS.get(mixer.name, {})}
 
 
-LINEAR_ATTENTION = Mixer(linear_attention, None, False,
-                         ("recurrent", "parallel", "chunked", "triton_chunked"))
-MIXERS = [LINEAR_ATTENTION, Mixer(deltanet, None, True), Mixer(gated_deltanet, "scalar", True),
-          Mixer(kda, "channel", True)]
-GATED = [m for m in MIXERS if m.gate]
-FORMS = [pytest.param(m, form, id=f"{m}-{form}") for m in MIXERS for form in m.forms]
+FORMS = [pytest.param(m, form, id=f"{m.name}-{form}") for m in MIXERS for form in forms(m)]
 PYTORCH_FORMS = [p for p in FORMS if p.values[1] != "triton_chunked"]
-TRITON = [pytest.param(m, "triton_chunked", id=str(m)) for m in MIXERS]
+TRITON = [pytest.param(m, "triton_chunked", id=m.name) for m in MIXERS]
 CHUNK = {"chunked": 16, "triton_chunked": 16}   # the chunk size a test uses unless it says otherwise
 
 
@@ -64,8 +50,8 @@ def inputs(mixer, gen, B=1, H=2, T=100, K=16, V=12, dtype=torch.float64, state=T
     x = {"q": torch.randn(B, H, T, K, generator=gen, dtype=torch.float64),
          "k": F.normalize(torch.randn(B, H, T, K, generator=gen, dtype=torch.float64), dim=-1),
          "v": torch.randn(B, H, T, V, generator=gen, dtype=torch.float64)}
-    if mixer.gate:
-        g_shape = (B, H, T) if mixer.gate == "scalar" else (B, H, T, K)
+    if mixer.decay:
+        g_shape = (B, H, T) if mixer.decay == "head" else (B, H, T, K)
         x["g"] = -0.3 * torch.rand(g_shape, generator=gen, dtype=torch.float64)
     if mixer.delta:
         x["beta"] = torch.rand(B, H, T, generator=gen, dtype=torch.float64)
@@ -84,7 +70,7 @@ def call(mixer, form, x, **kwargs):
     if form == "triton_chunked" and not contract.interpreted():
         x = {name: t if t is None else t.cuda() for name, t in x.items()}
     names = ("q", "k", "v", *mixer.args, "initial_state")
-    return getattr(mixer.module, form)(**{name: x.get(name) for name in names}, **kwargs)
+    return forms(mixer)[form](**{name: x.get(name) for name in names}, **kwargs)
 
 
 def as_float64(x):
@@ -111,7 +97,7 @@ def contract_signature(mixer, form):
 
 @pytest.mark.parametrize("mixer, form", FORMS)
 def test_every_form_has_the_contract_signature(mixer, form):
-    assert inspect.signature(getattr(mixer.module, form)) == contract_signature(mixer, form)
+    assert inspect.signature(forms(mixer)[form]) == contract_signature(mixer, form)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -119,7 +105,7 @@ def test_every_form_has_the_contract_signature(mixer, form):
 
 
 @pytest.mark.parametrize("mixer, form, chunk_size", [
-    pytest.param(m, form, C, id=f"{m}-{form}" + (f"-C{C}" if C else ""))
+    pytest.param(m, form, C, id=f"{m.name}-{form}" + (f"-C{C}" if C else ""))
     for m, form in (p.values for p in PYTORCH_FORMS) if form != "recurrent"
     for C in ((1, 16, 24, 32, 64, 128) if form == "chunked" else (None,))])
 def test_forms_equal_the_recurrence_in_float64(mixer, form, chunk_size, gen):
@@ -163,7 +149,7 @@ def test_state_carries_across_two_calls(mixer, form, gen):
     lab.check_close(f"{mixer} {form} two calls S", S_ref, S2)
 
 
-@pytest.mark.parametrize("mixer", MIXERS, ids=str)
+@pytest.mark.parametrize("mixer", MIXERS, ids=lambda m: m.name)
 def test_recurrent_on_one_token_is_the_decode_step(mixer, gen):
     """Decoding token by token, carrying the state, equals the chunked form over the whole sequence."""
     x = inputs(mixer, gen, T=20)
@@ -189,7 +175,7 @@ def test_half_precision_in_half_precision_out_computed_in_float32(mixer, form, d
     lab.check_close(f"{mixer} {form} {dtype} S", S_ref, S, rtol=1e-5)
 
 
-@pytest.mark.parametrize("mixer, form", [pytest.param(m, form, id=f"{m}-{form}") for m in GATED
+@pytest.mark.parametrize("mixer, form", [pytest.param(m, form, id=f"{m.name}-{form}") for m in GATED
                                          for form in ("chunked", "triton_chunked")])
 def test_strong_decay_stays_finite_and_exact(mixer, form, gen):
     """g in [-5, -4.5] per token: over a whole chunk of 64 the cumulative decay G reaches about -300,
@@ -203,7 +189,7 @@ def test_strong_decay_stays_finite_and_exact(mixer, form, gen):
     lab.check_close(f"{mixer} {form} strong decay S", S_ref, S)
 
 
-@pytest.mark.parametrize("mixer", MIXERS, ids=str)
+@pytest.mark.parametrize("mixer", MIXERS, ids=lambda m: m.name)
 def test_chunked_gradients_equal_the_recurrence(mixer, gen):
     """Layers train through `chunked`: its gradients for every input (g, beta and the initial state
     included) equal those of the recurrence, a different computation of the same function (float64)."""
@@ -223,7 +209,7 @@ def test_chunked_gradients_equal_the_recurrence(mixer, gen):
 
 
 # ---------------------------------------------------------------------------------------------------
-# flash-linear-attention's pure-PyTorch references (REFERENCE.md). They take [B, T, H, D] (the delta
+# flash-linear-attention's pure-PyTorch references (docs/facts.md). They take [B, T, H, D] (the delta
 # rule's: [B, H, T, D]), scale q themselves unless given scale=1.0 (the delta rule's: always by K^-0.5,
 # undone here) and most compute in float32 whatever the input: those are compared at 1e-5; the two that
 # keep float64 inputs in float64 (`naive_chunk_linear_attn`, `delta_rule_chunkwise`) at float64's 1e-9.
@@ -304,7 +290,7 @@ FLA = {"linear_attention": [(fla_linear_attention_recurrent, True, 1e-5),
 @pytest.mark.parametrize("reference", [0, 1], ids=["recurrent", "chunk"])
 def test_agrees_with_flash_linear_attention(mixer, form, reference, gen):
     """T = 64, two chunks of 32: FLA's chunk references need whole chunks (`naive_chunk_linear_attn`: 64)."""
-    fla, takes_state, rtol = FLA[str(mixer)][reference]
+    fla, takes_state, rtol = FLA[mixer.name][reference]
     x = inputs(mixer, gen, T=64, K=16, V=24, state=takes_state)
     o_ref, S_ref = fla(x)
     if form == "triton_chunked":             # in float32: the kernel's tolerance
@@ -354,9 +340,9 @@ def bad_inputs(mixer):
             ("beta-integer", {"beta": beta.long()}, "beta must be a floating-point tensor, got torch.int64"),
             ("beta-device", {"beta": beta.to("meta")}, "beta must be on cpu like q, got meta"),
         ]
-    if mixer.gate:
+    if mixer.decay:
         g = x["g"]
-        if mixer.gate == "scalar":
+        if mixer.decay == "head":
             expected = "g must be [B, H, T] (log decay, one per head) = [1, 2, 20]"
             other = g[..., None].expand(-1, -1, -1, 16)                    # one per channel
         else:
@@ -372,8 +358,8 @@ def bad_inputs(mixer):
     return x, cases
 
 
-BAD = [pytest.param(m, form, case_id, id=f"{m}-{form}-{case_id}")
-       for m in MIXERS for form in m.forms for case_id, _, _ in bad_inputs(m)[1]]
+BAD = [pytest.param(m, form, case_id, id=f"{m.name}-{form}-{case_id}")
+       for m in MIXERS for form in forms(m) for case_id, _, _ in bad_inputs(m)[1]]
 
 
 @pytest.mark.parametrize("mixer, form, case_id", BAD)
@@ -381,11 +367,11 @@ def test_bad_input_raises_a_value_error_naming_the_argument(mixer, form, case_id
     x, cases = bad_inputs(mixer)
     change, message = next((change, message) for i, change, message in cases if i == case_id)
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        getattr(mixer.module, form)(**{**x, **change})
+        forms(mixer)[form](**{**x, **change})
 
 
 @pytest.mark.parametrize("mixer, form, options, message", [
-    pytest.param(m, form, options, message, id=f"{m}-{form}-{'-'.join(map(str, options.values()))}")
+    pytest.param(m, form, options, message, id=f"{m.name}-{form}-{'-'.join(map(str, options.values()))}")
     for m in MIXERS for form, options, message in [
         ("chunked", {"chunk_size": 0}, "chunk_size must be a positive integer, got 0"),
         ("chunked", {"chunk_size": 2.0}, "chunk_size must be a positive integer, got 2.0"),
@@ -401,7 +387,7 @@ def test_bad_input_raises_a_value_error_naming_the_argument(mixer, form, case_id
 def test_bad_options_raise_a_value_error_naming_the_option(mixer, form, options, message):
     x, _ = bad_inputs(mixer)
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        getattr(mixer.module, form)(**x, **options)
+        forms(mixer)[form](**x, **options)
 
 
 def test_linear_attention_takes_no_gate_and_no_write_strength():
@@ -430,7 +416,7 @@ class CudaLike(torch.Tensor):
         return True
 
 
-@pytest.mark.parametrize("mixer, arg", [pytest.param(m, arg, id=f"{m}-{arg}") for m in MIXERS
+@pytest.mark.parametrize("mixer, arg", [pytest.param(m, arg, id=f"{m.name}-{arg}") for m in MIXERS
                                         for arg in ("q", "k", "v", *m.args, "initial_state")])
 def test_triton_inputs_must_live_where_triton_runs(mixer, arg):
     """Without a GPU the package runs Triton's interpreter and a CUDA tensor is refused (never copied in
@@ -444,19 +430,19 @@ def test_triton_inputs_must_live_where_triton_runs(mixer, arg):
         message = f"{arg} is a CUDA tensor, but Triton runs in interpreter mode here (TRITON_INTERPRET=1): " \
                   "pass CPU tensors"
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        mixer.module.triton_chunked(**x)
+        mixer.triton_chunked(**x)
 
 
 # ---------------------------------------------------------------------------------------------------
 # The contract's helpers
 
 
-def test_check_inputs_returns_the_sizes_and_knows_the_gates():
+def test_check_inputs_returns_the_sizes_and_knows_the_decays():
     q, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 3)
     assert contract.check_inputs(q, q, v) == (1, 2, 5, 4, 3)
-    message = "gate must be None, 'scalar' or 'channel', got 'vector'"
+    message = "decay must be None, 'head' or 'channel', got 'vector'"
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        contract.check_inputs(q, q, v, g=torch.zeros(1, 2, 5), gate="vector")
+        contract.check_inputs(q, q, v, g=torch.zeros(1, 2, 5), decay="vector")
 
 
 def test_split_and_merge_chunks_pad_with_zeros():
@@ -474,3 +460,52 @@ def test_chunk_sizes_the_forms_accept():
     contract.check_chunk_size(48)
     contract.check_triton_options(16, "tf32")
     contract.check_triton_options(128, "ieee")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The family's declarations, and the launcher that reads them
+
+
+def test_each_declaration_matches_its_forms():
+    """A mixer's switches are those its forms take: `args` is the signature's, after q, k, v."""
+    assert [m.name for m in MIXERS] == ["linear_attention", "deltanet", "gated_deltanet", "kda"]
+    for m in MIXERS:
+        params = list(inspect.signature(m.recurrent).parameters)
+        assert tuple(params[3:-1]) == m.args, (m.name, params)
+        assert m.intra_chunk_kernel.__name__ == f"{m.name}_intra_chunk_kernel"
+        assert m.step.__name__ == f"{m.name}_step"
+    with pytest.raises(ValueError, match="^no mixer 'mamba'"):
+        mixers.get("mamba")
+
+
+@pytest.mark.parametrize("mixer", MIXERS, ids=lambda m: m.name)
+def test_head_size_128_splits_the_state_and_equals_float64(mixer, gen):
+    """K = 128 > 64: the scan and output kernels hold the state as two tiles (SPLIT_K), the path of
+    KimiK3's head size. In float32 against the float64 recurrence, with a decay strong enough that a
+    half of the state that stopped decaying would be far off."""
+    assert chunk_kernels.block_sizes(128, 16)["SPLIT_K"]
+    x = inputs(mixer, gen, B=1, H=1, T=24, K=128, V=16, dtype=torch.float32)
+    if mixer.decay:
+        x["g"] = -0.5 - 0.5 * torch.rand(x["g"].shape, generator=gen)
+    o_ref, S_ref = call(mixer, "recurrent", as_float64(x))
+    o, S = call(mixer, "triton_chunked", x, chunk_size=16)
+    lab.check_close(f"{mixer.name} K=128 o", o_ref, o)
+    lab.check_close(f"{mixer.name} K=128 S", S_ref, S)
+
+
+def test_the_output_grid_fits_cuda_at_any_length():
+    """CUDA grids hold 2^31 - 1 programs in x and 65,535 in y and z: the output kernel has one program
+    per 16 rows, 2^17 of them at two million tokens, so the rows must be in x."""
+    for mixer in MIXERS:
+        for _, kernel, grid, _, _ in chunk_kernels.launches(mixer.intra_chunk_kernel, 2**21, 128, 128, 64,
+                                                             32, delta=mixer.delta, decay=bool(mixer.decay),
+                                                             has_s0=True):
+            assert grid[0] < 2**31 and all(n <= 65_535 for n in grid[1:]), (kernel.__name__, grid)
+
+
+def test_a_kernel_never_reads_a_tensor_the_mixer_lacks():
+    """A missing tensor may stand in for itself only under a switch that is off; otherwise: refused."""
+    x, _ = bad_inputs(LINEAR_ATTENTION)
+    tensors = dict(q=x["q"], w=None)
+    with pytest.raises(ValueError, match="reads w, which was not given"):
+        chunk_kernels.launch(chunk_kernels.chunk_scan_kernel, (1, 1), tensors, {}, DELTA=True)

@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 from torch.utils.flop_counter import FlopCounterMode
 
 from kimik3_lessons import lab, moe
@@ -60,37 +62,68 @@ def test_swiglu_matches_formula():
 
 @pytest.mark.parametrize("shape", [(7,), (3, 1031), (2, 3, 5, 129)])
 @pytest.mark.parametrize("lb", [25.0, None])
-def test_situ_triton_matches_situ(shape, lb):
+def test_situ_triton_matches_situ(shape, lb, device):
     torch.manual_seed(3)
-    g, u = torch.randn(shape) * 8, torch.randn(shape) * 60
+    g, u = (torch.randn(shape) * 8).to(device), (torch.randn(shape) * 60).to(device)
     out = moe.situ_triton(g, u, linear_beta=lb, block_size=256)  # masked last block for every shape
     assert out.shape == g.shape and out.dtype == g.dtype
     lab.check_close("situ_triton", moe.situ(g.double(), u.double(), linear_beta=lb), out, rtol=1e-6)
 
 
-def test_situ_triton_is_accurate_per_element_over_all_magnitudes():
+def test_situ_triton_is_accurate_per_element_over_all_magnitudes(device):
     # |gate| from 1e-8 to 80 (outputs stay normal float32 numbers): small inputs need tanh's series,
     # large ones a tanh and sigmoid that do not overflow.
     t = torch.logspace(-8, math.log10(80.0), 3001)
     t = torch.cat([-t, t])
     for up in (torch.ones_like(t), t.flip(0) * 0.7):
-        out = moe.situ_triton(t, up).double()
+        out = moe.situ_triton(t.to(device), up.to(device)).double().cpu()
         ref = torch.from_numpy(situ_numpy(t.numpy(), up.numpy()))
         normal = ref.abs() >= torch.finfo(torch.float32).tiny  # subnormal outputs carry fewer digits
         assert ((out - ref).abs() / ref.abs())[normal].max().item() < 2e-6
 
 
-def test_situ_triton_half_precision_and_noncontiguous():
+def test_situ_triton_half_precision_and_noncontiguous(device):
     torch.manual_seed(4)
-    g, u = torch.randn(64, 48) * 6, torch.randn(48, 64).T * 30  # up is a transposed view
+    g, u = (torch.randn(64, 48) * 6).to(device), (torch.randn(48, 64) * 30).to(device).T  # u: a view
     out = moe.situ_triton(g.half(), u.half())
     assert out.dtype == torch.float16
     lab.check_close("situ_triton in float16", moe.situ(g.half().double(), u.half().double()), out, rtol=1e-3)
     lab.check_close("situ_triton on a transposed view", moe.situ(g, u), moe.situ_triton(g, u), rtol=1e-6)
 
 
-def test_activation_bad_input():
-    g = torch.randn(4, 5)
+def test_situ_triton_in_bfloat16_rounds_as_torch_does(device):
+    """bfloat16 reaches the kernel as its bits (no bf16 instruction: a T4 with triton 3.2 has none). The
+    result is the float32 one rounded to the nearest bfloat16, as torch rounds it: equal to situ's
+    float32 result rounded, wherever the two float32 results round alike (all but a few ties)."""
+    torch.manual_seed(5)
+    g, u = (torch.randn(3, 1000) * 6).bfloat16().to(device), (torch.randn(3, 1000) * 30).bfloat16().to(device)
+    out = moe.situ_triton(g, u, block_size=256)
+    assert out.dtype == torch.bfloat16
+    exact = moe.situ(g.float(), u.float())              # float32 on the same bfloat16 inputs
+    same = (exact.bfloat16() == out).float().mean().item()
+    assert same > 0.99, f"only {same:.1%} of the outputs are float32's result rounded to bfloat16"
+    lab.check_close("situ_triton in bfloat16", moe.situ(g.double(), u.double()), out, rtol=1e-2)
+
+
+@triton.jit
+def round_to_bf16_kernel(x, bits, n, BLOCK: tl.constexpr):
+    """bits = the bfloat16 nearest to x (float32), as moe's kernel rounds it."""
+    i = tl.arange(0, BLOCK)
+    tl.store(bits + i, moe.float32_to_bf16_bits(tl.load(x + i, mask=i < n)), mask=i < n)
+
+
+def test_the_kernel_rounds_float32_to_bfloat16_like_torch(device):
+    """Ties to even included: x = 1 + 2^-8 (half way between two bfloat16) rounds down to 1, 1 + 3 2^-8
+    up; and random numbers of every magnitude."""
+    x = torch.cat([torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 0.0, -0.0, 3e38]),
+                   torch.randn(500) * torch.logspace(-30, 30, 500)]).float().to(device)
+    bits = torch.empty(x.shape, dtype=torch.int16, device=device)
+    round_to_bf16_kernel[(1,)](x, bits, x.numel(), BLOCK=1024)
+    assert torch.equal(bits.view(torch.bfloat16).cpu(), x.bfloat16().cpu())
+
+
+def test_activation_bad_input(device):
+    g = torch.randn(4, 5, device=device)
     with pytest.raises(ValueError, match=r"^up must match gate in shape and dtype"):
         moe.situ(g, torch.randn(4, 6))
     with pytest.raises(ValueError, match=r"^up must match gate in shape and dtype"):

@@ -1,56 +1,66 @@
-"""Tests for kimik3_lessons.mqar: the generator's pairs and queries, every mixer's model trains with finite
-gradients, the ablations change what they claim to change, the state sizes match the real caches, and
-attention learns the smallest setting."""
+"""Tests for MQAR: the task (kimik3_lessons.recall_task: the generator's pairs and queries), the recipe
+(recall_training: no weight decay on gates, norms and biases; the gates initialised as flash-linear-
+attention's layers), the models (mqar: every mixer trains with finite gradients, the ablations change what
+they claim to change, the state sizes match the real caches, attention learns the smallest setting), and
+the sweep (benchmarks/mqar_sweep.py: resumable, the rate chosen on held-out accuracy)."""
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from kimik3_lessons import gpt2, kda, lab, mla, mqar
+from kimik3_lessons import gated_deltanet, gpt2, kda, lab, mixers, mla, mqar, recall_training
+from kimik3_lessons import recall_task as task_module
 
-TASK = mqar.MQARTask(seq_len=64, num_pairs=8, vocab_size=64, min_distance=16)
+TASK = task_module.MQARTask(seq_len=64, num_pairs=8, vocab_size=64, min_distance=16)
 
 
 @pytest.mark.parametrize("pairs", [1, 4, 16])
 def test_the_generator_is_what_it_claims(pairs):
-    task = mqar.MQARTask(seq_len=64, num_pairs=pairs, vocab_size=64, min_distance=16)
-    inputs, targets = mqar.mqar_batch(task, 300, torch.Generator().manual_seed(pairs))
-    distances = mqar.check_batch(task, inputs, targets)
+    task = task_module.MQARTask(seq_len=64, num_pairs=pairs, vocab_size=64, min_distance=16)
+    inputs, targets = task_module.mqar_batch(task, 300, torch.Generator().manual_seed(pairs))
+    distances = task_module.check_batch(task, inputs, targets)
     assert distances.min() >= task.min_distance
     assert distances.max() > 2 * task.min_distance              # spread, not one fixed offset
     # every query position of the allowed range is used by some sequence, none before it
-    used = (targets != mqar.IGNORE).any(0).nonzero()[:, 0]
+    used = (targets != task_module.IGNORE).any(0).nonzero()[:, 0]
     assert used.min() == task.first_query and used.max() == task.seq_len - 1
 
 
 def test_check_batch_catches_leaks_and_near_queries():
-    inputs, targets = mqar.mqar_batch(TASK, 4, torch.Generator().manual_seed(0))
+    inputs, targets = task_module.mqar_batch(TASK, 4, torch.Generator().manual_seed(0))
     leaked = inputs.clone()
-    q = (targets[0] != mqar.IGNORE).nonzero()[0, 0]
+    q = (targets[0] != task_module.IGNORE).nonzero()[0, 0]
     leaked[0, q + 1] = targets[0, q]                              # the answer right after its query
     with pytest.raises(AssertionError, match="leaks"):
-        mqar.check_batch(TASK, leaked, targets)
-    near = mqar.MQARTask(seq_len=64, num_pairs=8, vocab_size=64, min_distance=17)
+        task_module.check_batch(TASK, leaked, targets)
+    near = task_module.MQARTask(seq_len=64, num_pairs=8, vocab_size=64, min_distance=17)
     with pytest.raises(AssertionError, match="min_distance"):     # a query can sit at distance 16
-        mqar.check_batch(near, *mqar.mqar_batch(TASK, 200, torch.Generator().manual_seed(1)))
+        task_module.check_batch(near, *task_module.mqar_batch(TASK, 200, torch.Generator().manual_seed(1)))
     wrong = targets.clone()
     wrong[0, q] = inputs[0, 1] if targets[0, q] != inputs[0, 1] else inputs[0, 3]
     with pytest.raises(AssertionError, match="target"):
-        mqar.check_batch(TASK, inputs, wrong)
+        task_module.check_batch(TASK, inputs, wrong)
 
 
 def test_layout_and_distances_by_hand():
     keys, values, queries = torch.tensor([[5, 9]]), torch.tensor([[40, 33]]), torch.tensor([[12, 7]])
-    inputs, targets = mqar.mqar_layout(keys, values, queries, 14)
+    inputs, targets = task_module.mqar_layout(keys, values, queries, 14)
     assert inputs.tolist() == [[5, 40, 9, 33, 0, 0, 0, 9, 0, 0, 0, 0, 5, 0]]
     assert targets.tolist() == [[-100] * 7 + [33] + [-100] * 4 + [40, -100]]
-    assert mqar.query_distances(inputs, targets, 2).tolist() == [[12 - 1, 7 - 3]]
+    assert task_module.query_distances(inputs, targets, 2).tolist() == [[12 - 1, 7 - 3]]
 
 
 def test_bad_tasks():
     with pytest.raises(ValueError, match="seq_len"):
-        mqar.MQARTask(seq_len=32, num_pairs=8, vocab_size=64, min_distance=16)
+        task_module.MQARTask(seq_len=32, num_pairs=8, vocab_size=64, min_distance=16)
     with pytest.raises(ValueError, match="num_pairs"):
-        mqar.MQARTask(seq_len=256, num_pairs=40, vocab_size=64)
+        task_module.MQARTask(seq_len=256, num_pairs=40, vocab_size=64)
     with pytest.raises(ValueError, match="mixer"):
         mqar.RecallConfig("mamba")
 
@@ -64,8 +74,8 @@ def test_every_mixer_trains_with_finite_gradients(mixer):
     gen = torch.Generator().manual_seed(0)
     losses = []
     for _ in range(3):
-        x, y = mqar.mqar_batch(TASK, 8, gen)
-        loss = mqar.answer_loss(model(x), y)
+        x, y = task_module.mqar_batch(TASK, 8, gen)
+        loss = recall_training.answer_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
         for name, p in model.named_parameters():
@@ -73,6 +83,23 @@ def test_every_mixer_trains_with_finite_gradients(mixer):
         opt.step()
         losses.append(loss.item())
     assert all(map(torch.isfinite, map(torch.tensor, losses)))
+
+
+def test_the_recurrent_layers_follow_the_family_declaration():
+    """DeltaRuleMixer takes beta where the family member is a delta rule and a gate where it decays per
+    head; KDA, which has a layer class of its own in the family, is built as that class."""
+    config = mqar.RecallConfig("hybrid", hidden_size=32)
+    for name, member in mixers.MIXERS.items():
+        layer = mqar.build_mixer(config, name)
+        if member.layer is not None:
+            assert type(layer) is member.layer
+            with pytest.raises(ValueError, match="layer of its own"):
+                mqar.DeltaRuleMixer(config, name)
+            continue
+        assert isinstance(layer, mqar.DeltaRuleMixer) and layer.rule is member
+        assert (layer.b_proj is not None) == member.delta
+        assert hasattr(layer, "A_log") == (member.decay == "head")
+    assert set(mixers.MIXERS) <= {kind for layers, _ in mqar.MIXERS.values() for kind in layers}
 
 
 def test_the_models_are_causal():
@@ -107,8 +134,9 @@ def test_no_decay_removes_the_gates():
     x = torch.randn(2, 10, 32)
     layer = mqar.build_mixer(mqar.RecallConfig("kda", hidden_size=32, decay=False), "kda")
     assert torch.equal(layer.log_decay(x), torch.zeros(2, 10, 2, 16))
-    gated = mqar.build_mixer(mqar.RecallConfig("gated_deltanet", hidden_size=32, decay=False), "gated")
-    delta = mqar.build_mixer(mqar.RecallConfig("deltanet", hidden_size=32), "delta")
+    no_decay = mqar.RecallConfig("gated_deltanet", hidden_size=32, decay=False)
+    gated = mqar.build_mixer(no_decay, "gated_deltanet")
+    delta = mqar.build_mixer(mqar.RecallConfig("deltanet", hidden_size=32), "deltanet")
     state = {k: v for k, v in gated.state_dict().items() if k in delta.state_dict()}
     delta.load_state_dict(state)                 # same weights: gated DeltaNet with g = 0 is DeltaNet
     lab.check_close("gated DeltaNet with g = 0 vs DeltaNet", delta(x), gated(x), rtol=1e-5)
@@ -131,8 +159,164 @@ def test_state_numbers_match_the_real_caches():
 
 
 def test_attention_learns_the_smallest_setting():
-    task = mqar.MQARTask(seq_len=64, num_pairs=4, vocab_size=64, min_distance=16)
+    task = task_module.MQARTask(seq_len=64, num_pairs=4, vocab_size=64, min_distance=16)
     torch.manual_seed(0)
     model = mqar.RecallModel(mqar.RecallConfig("attention", vocab_size=64, hidden_size=64))
-    result = mqar.train(model, task, mqar.TrainConfig(steps=400), log=None)
+    result = recall_training.train(model, task, recall_training.TrainConfig(steps=400), log=None)
     assert result["accuracy"][0] >= 0.95, result["curve"]
+
+
+# --- The recipe: weight decay and gate initialisation as the reference layers ---------------------------
+
+def test_no_weight_decay_on_gates_norms_and_biases():
+    """Every trainable parameter is in exactly one group; A_log, dt_bias, every norm's scale and every
+    bias sit in the group without decay, every projection, embedding and convolution filter in the other."""
+    torch.manual_seed(0)
+    model = mqar.RecallModel(mqar.RecallConfig("hybrid", vocab_size=64, hidden_size=32))
+    model.blocks.append(mqar.Block(mqar.RecallConfig("gated_deltanet", hidden_size=32), "gated_deltanet"))
+    model.blocks.append(mqar.Block(mqar.RecallConfig("attention", hidden_size=32), "attention"))
+    decayed, exempt = (g["params"] for g in recall_training.parameter_groups(model, 0.1))
+    groups = recall_training.parameter_groups(model, 0.1)
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]
+    ids = lambda ps: {id(p) for p in ps}
+    assert ids(decayed) | ids(exempt) == ids(model.parameters()) and not ids(decayed) & ids(exempt)
+    expect_exempt = set()
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            norm = isinstance(module, torch.nn.RMSNorm | torch.nn.LayerNorm)
+            if name in ("A_log", "dt_bias", "bias") or norm:
+                expect_exempt.add(id(p))
+    assert sum(1 for n, _ in model.named_parameters() if n.endswith(("A_log", "dt_bias"))) == 3 * 2 + 2
+    assert ids(exempt) == expect_exempt
+    assert any(isinstance(m, torch.nn.Embedding) and id(m.weight) in ids(decayed) for m in model.modules())
+
+
+def test_a_gate_without_weight_decay_keeps_its_value():
+    """With no gradient, AdamW's decoupled decay alone moves a decayed parameter and leaves the gates."""
+    torch.manual_seed(0)
+    model = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=32))
+    layer = model.blocks[0].mixer
+    with torch.no_grad():
+        layer.dt_bias.fill_(-3.0)
+    before = layer.dt_bias.clone(), layer.q_proj.weight.clone()
+    opt = torch.optim.AdamW(recall_training.parameter_groups(model, 0.1), lr=1.0)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    assert torch.equal(layer.dt_bias, before[0])
+    lab.check_close("decayed weight", before[1] * (1 - 0.1), layer.q_proj.weight, rtol=1e-6)
+
+
+def test_the_gates_start_as_flash_linear_attentions_layers():
+    """KDA (fla/layers/kda.py): dt_bias = 0 and rates exp(A_log) in [1, 16]; gated DeltaNet
+    (fla/layers/gated_deltanet.py): rates in [0, 16], step sizes softplus(dt_bias) in [0.001, 0.1]."""
+    torch.manual_seed(0)
+    model = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64))
+    for block in model.blocks:
+        layer = block.mixer
+        assert torch.equal(layer.dt_bias, torch.zeros(64))
+        rates = layer.A_log.exp()
+        assert rates.min() >= 1 and rates.max() <= 16 and rates.std() > 2        # drawn, not constant
+    torch.manual_seed(0)
+    lesson07 = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64, kda_init="lesson07"))
+    layer = lesson07.blocks[0].mixer                 # lesson 07's start: rate 1, step sizes in [0.001, 0.1]
+    steps = torch.nn.functional.softplus(layer.dt_bias)
+    assert torch.equal(layer.A_log, torch.zeros(32)) and 1e-3 <= steps.min() < steps.max() <= 0.1
+    A_log, dt_bias = recall_training.gated_deltanet_gate_parameters(4000)
+    rates, steps = A_log.exp(), torch.nn.functional.softplus(dt_bias)
+    assert 0 <= rates.min() < 0.1 and 15.9 < rates.max() <= 16
+    assert 1e-3 * (1 - 1e-5) <= steps.min() < 1.1e-3 and 0.09 < steps.max() <= 0.1 * (1 + 1e-5)
+    assert abs(steps.log().mean() - math.log(1e-2)) < 0.1                          # log-uniform: centred
+
+
+def test_zero_input_half_lives_are_how_long_a_state_keeps_half():
+    """A state decayed by the layer's own gate at zero input for `half-life` tokens keeps half of itself:
+    checked by running lesson 07's and lesson 06's recurrences on zero keys (no writes, only decay)."""
+    torch.manual_seed(0)
+    for mixer in ("kda", "gated_deltanet"):
+        model = mqar.RecallModel(mqar.RecallConfig(mixer, vocab_size=64, hidden_size=32)).double()
+        (i, lives), _ = mqar.zero_input_half_lives(model)
+        layer = model.blocks[i].mixer
+        with torch.no_grad():
+            if mixer == "kda":                      # perturb the init so every channel differs
+                layer.dt_bias.copy_(torch.linspace(-6, 1, 32))
+            else:
+                layer.dt_bias.copy_(torch.tensor([-5.0, -1.0]))
+        lives = dict(mqar.zero_input_half_lives(model))[i]
+        T, H, K = 40, 2, 16
+        q, k = torch.zeros(1, H, T, K, dtype=torch.double), torch.zeros(1, H, T, K, dtype=torch.double)
+        v, beta, S0 = torch.zeros(1, H, T, K, dtype=torch.double), torch.zeros(1, H, T, dtype=torch.double), \
+            torch.ones(1, H, K, K, dtype=torch.double)
+        x = torch.zeros(1, T, 32, dtype=torch.double)
+        with torch.no_grad():
+            g = layer.log_decay(x).transpose(1, 2)
+            if mixer == "kda":
+                _, S = kda.recurrent(q, k, v, g, beta, initial_state=S0)
+                kept = S[0, :, :, 0].flatten()                       # channel (h, d) keeps exp(T g)
+            else:
+                _, S = gated_deltanet.recurrent(q, k, v, g, beta, initial_state=S0)
+                kept = S[0, :, 0, 0]
+        lab.check_close("state kept after T tokens", kept, 0.5 ** (T / lives), rtol=1e-9)
+
+
+def test_lesson_11s_modules_import_no_later_lesson():
+    """The task and the training loop, which lesson 11 uses, import nothing of lesson 12 (mqar)."""
+    script = ("import sys\nfrom kimik3_lessons import recall_task, recall_training\n"
+              "print(sorted(m for m in sys.modules if m.startswith('kimik3_lessons.')))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    loaded = done.stdout
+    assert "recall_training" in loaded and "kimik3_lessons.mqar" not in loaded, done.stderr[-2000:]
+    assert "kimik3_lessons.kimik3" not in loaded and "kimik3_lessons.mla" not in loaded
+
+
+# --- The sweep: one file per run, resumable, the rate chosen on held-out accuracy ---------------------
+
+def load_sweep():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "mqar_sweep.py"
+    spec = importlib.util.spec_from_file_location("mqar_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_run(sweep, point, held_out, steps):
+    """A run file as one_run writes it, with made-up results."""
+    return {"run": sweep.run_name(point), **point, "accuracy": [held_out - 0.01] * 3,
+            "held_out": [held_out] * 3, "steps": steps, "seconds": 1.0, "curve": [],
+            "state_numbers": [1, 2, 3], "parameters": 7}
+
+
+def test_the_sweep_resumes_and_chooses_the_rate_on_held_out_accuracy(tmp_path):
+    sweep = load_sweep()
+    search = sweep.search_points("full")
+    names = [sweep.run_name(p) for p in search]
+    assert len(set(names)) == len(names) == len(sweep.LRS) * len(sweep.SEEDS) * len(mqar.MIXERS)
+    runs, total = sweep.points("full", tmp_path)
+    assert runs == search
+    assert total == len(search) + len(sweep.SEEDS) * (len(mqar.MIXERS) + len(sweep.ABLATIONS))
+    # made-up results: kda best at 3e-2, attention tied at 1e-2 and 3e-2 (the fewer steps wins: 1e-2),
+    # every other mixer best at 3e-3
+    for p in search[:-1]:
+        score = {"kda": {3e-2: 0.9}, "attention": {1e-2: 1.0, 3e-2: 1.0}}.get(p["mixer"], {3e-3: 0.8})
+        steps = 200 if (p["mixer"], p["lr"]) == ("attention", 1e-2) else 400
+        (tmp_path / f"{sweep.run_name(p)}.json").write_text(
+            json.dumps(fake_run(sweep, p, score.get(p["lr"], 0.1), steps)))
+    assert sweep.chosen_lrs("full", tmp_path) is None                       # one search run missing
+    assert sweep.points("full", tmp_path)[0] == search                      # later stages wait for it
+    summary = sweep.assemble("full", tmp_path)
+    assert not summary["complete"] and summary["missing"] == [names[-1]]
+    assert summary["done"] == len(search) - 1
+    last = fake_run(sweep, search[-1], 0.8 if search[-1]["lr"] == 3e-3 else 0.1, 400)
+    (tmp_path / f"{names[-1]}.json").write_text(json.dumps(last))
+    lrs = sweep.chosen_lrs("full", tmp_path)
+    assert lrs == {m: {"kda": 3e-2, "attention": 1e-2}.get(m, 3e-3) for m in mqar.MIXERS}
+    runs, _ = sweep.points("full", tmp_path)
+    later = runs[len(search):]
+    assert len(later) == total - len(search) and all(r["lr"] == lrs[r["mixer"]] for r in later)
+    assert len({sweep.run_name(r) for r in runs}) == len(runs)                 # one file per run
+    assert {(r["seq_len"], r["width"]) for r in later} == {(128, 32), (64, 32)}
+    summary = sweep.assemble("full", tmp_path)
+    assert not summary["complete"] and summary["done"] == len(search)
+    kda_point = next(q for q in summary["points"] if q["mixer"] == "kda" and q["seq_len"] == 64)
+    assert kda_point["lr"] == 3e-2 and kda_point["seeds"] == list(sweep.SEEDS)
+    assert kda_point["held_out"] == [[0.9] * 3] * len(sweep.SEEDS)

@@ -36,22 +36,62 @@ def _copy(tmp_path):
     return tmp_path
 
 
+def _with_site_url(root):
+    """The README's website address (added when this README has none, e.g. the student edition's)."""
+    readme = root / "README.md"
+    (repo,) = repo_url.problems(root)[1]
+    if not repo_url.SITE.search(readme.read_text()):
+        readme.write_text(readme.read_text() + f"\nThe course as a website: {repo_url.site_url(repo)}\n")
+    return repo
+
+
 def test_set_repo_rewrites_badges_install_lines_and_readme_only(tmp_path):
     root = _copy(tmp_path)
-    (old,) = repo_url.problems(root)[1]
+    old = _with_site_url(root)
     before = {p: p.read_text() for p in repo_url.course_files(root)}
-    changed = repo_url.set_repo("https://github.com/a-fork/my.course.git", root)
+    changed = repo_url.set_repo("https://github.com/A-Fork/my.course.git", root)
     assert set(changed) == set(before)
     problems, repos = repo_url.problems(root)
-    assert not problems and repos == ["a-fork/my.course"]
+    assert not problems and repos == ["A-Fork/my.course"]
     for path, text in before.items():
         after = path.read_text()
         assert old not in after
         if path.suffix == ".ipynb":
             json.loads(after)  # still a notebook
-        # nothing but the repository changed (other links, e.g. fla-org's, included)
-        assert after.replace("a-fork/my.course", old) == text, path.name
-    assert "github.com/fla-org/flash-linear-attention" in (root / "README.md").read_text()
+        # nothing but the repository and the website's address changed (other links, e.g. fla-org's, included)
+        restored = after.replace("https://a-fork.github.io/my.course/", repo_url.site_url(old))
+        assert restored.replace("A-Fork/my.course", old) == text, path.name
+    readme = (root / "README.md").read_text()
+    assert "github.com/fla-org/flash-linear-attention" in readme
+    # GitHub Pages writes the owner in lower case
+    assert "https://a-fork.github.io/my.course/" in readme and repo_url.site_url(old) not in readme
+
+
+def test_a_website_address_that_disagrees_is_reported_and_set_repo_fixes_it(tmp_path):
+    root = _copy(tmp_path)
+    old = _with_site_url(root)
+    readme = root / "README.md"
+    text = readme.read_text()
+    readme.write_text(text.replace(repo_url.site_url(old), "https://someone.github.io/else/"))
+    problems, repos = repo_url.problems(root)
+    assert repos == [old] and any("someone.github.io/else" in p for p in problems), problems
+    repo_url.set_repo(old, root)
+    assert repo_url.problems(root) == ([], [old]) and readme.read_text() == text
+
+
+def test_an_example_that_names_owner_slash_name_is_neither_counted_nor_rewritten(tmp_path):
+    root = _copy(tmp_path)
+    (old,) = repo_url.problems(root)[1]
+    (root / "docs").mkdir()
+    example = 'Your class\'s copy: `pip install "kimik3-lessons[ref] @ git+https://github.com/owner/name"`.\n'
+    (root / "docs" / "guide.md").write_text(example)
+    assert repo_url.problems(root) == ([], [old])
+    repo_url.set_repo("a-fork/my.course", root)
+    assert (root / "docs" / "guide.md").read_text() == example
+
+
+def test_the_website_address_of_a_repository():
+    assert repo_url.site_url("Some-Owner/My.Course") == "https://some-owner.github.io/My.Course/"
 
 
 def test_a_notebook_that_disagrees_with_the_readme_is_reported(tmp_path):

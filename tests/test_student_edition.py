@@ -1,12 +1,17 @@
 """The student edition (`make student`): the course with outputs cleared and solutions left out, which a
 student runs from the top and in which every exercise says "not attempted yet" until they write it.
 
-`make test` builds it and runs its notebooks with nbval (every cell, in a fresh kernel, importing the
-edition's own package; conftest.py fails an exercise check that does not say "not attempted yet"). The
-tests here check what makes that run stand for the course: the same code, nothing of the solutions."""
+`make test` builds it and runs the edition's own `make test` there (its unit tests, then its notebooks with
+nbval, every cell in a fresh kernel importing the edition's own package; conftest.py fails an exercise
+check that does not say "not attempted yet"). The tests here check what makes that run stand for the
+course (the same code, nothing of the solutions) and what a class needs of it: no saved outputs or widget
+state, badges and install lines that open the class's repository, hints off for graded work, and a README
+whose numbers are the course's."""
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,9 +19,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import repo_url  # noqa: E402
 import student_edition  # noqa: E402
 
 NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
+CLASS_REPO = "class-org/ml-2027"
 
 
 @pytest.fixture(scope="module")
@@ -26,15 +33,26 @@ def edition(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """`make student REPO=class-org/ml-2027 HINTS=0`."""
+    out = tmp_path_factory.mktemp("graded") / "student"
+    student_edition.build(out, repo=CLASS_REPO, hints=False)
+    return out
+
+
 def code_cells(path):
     return [("".join(c["source"]), c) for c in json.loads(Path(path).read_text())["cells"]
             if c["cell_type"] == "code"]
 
 
 def test_solutions_are_left_out_and_the_course_is_in(edition):
-    assert not (edition / "solutions").exists() and not (edition / "docs").exists()
-    assert not (edition / "tests" / "test_exercises.py").exists()
-    for name in ("kimik3_lessons", "Makefile", "pyproject.toml", "figures", "tests"):
+    assert not (edition / "solutions").exists() and not (edition / "docs" / "teaching.md").exists()
+    for name in student_edition.LEAVE_OUT:
+        assert not (edition / name).exists(), name
+    for name in student_edition.TEACHER_TESTS:        # the list names the course's real files
+        assert (ROOT / name).exists(), f"{name} is listed in TEACHER_TESTS but the course has no such test"
+    for name in ("kimik3_lessons", "Makefile", "pyproject.toml", "figures", "tests", "conftest.py"):
         assert (edition / name).exists(), name
     readme = (edition / "README.md").read_text()
     assert "make lab" in readme and "not attempted yet" in readme
@@ -61,3 +79,96 @@ def test_every_exercise_is_a_stub_with_a_check(edition, name):
         (stub,) = [s for s in sources if re.search(rf"^def {function}\(", s, re.M)]
         body = stub.split(f"def {function}(", 1)[1]
         assert "raise NotImplementedError" in body, f"{name}: {function} is not a stub"
+
+
+def test_no_output_or_widget_state_anywhere(edition):
+    course = [json.loads((ROOT / "notebooks" / name).read_text()) for name in NOTEBOOKS]
+    assert any(nb["metadata"].get("widgets") for nb in course), "negative control: the course saves widgets"
+    for path in edition.rglob("*.ipynb"):
+        assert "application/vnd.jupyter.widget-state" not in path.read_text(), path
+    for name in NOTEBOOKS:
+        nb = json.loads((edition / "notebooks" / name).read_text())
+        assert "widgets" not in nb["metadata"], name
+        assert all(c.get("outputs", []) == [] and c.get("execution_count") is None for c in nb["cells"]), name
+
+
+def test_badges_and_install_lines_open_the_class_repository(graded):
+    problems, repos = repo_url.problems(graded)
+    assert not problems and repos == [CLASS_REPO], problems
+    _, course_repos = repo_url.problems(ROOT)
+    for path in [graded / "README.md", *sorted((graded / "notebooks").glob("*.ipynb"))]:
+        text = path.read_text()
+        assert not any(f"github.com/{r}" in text or f"/github/{r}/" in text for r in course_repos), path
+    readme = (graded / "README.md").read_text()
+    assert f"git+https://github.com/{CLASS_REPO}" in readme
+    badge = f"colab.research.google.com/github/{CLASS_REPO}/blob/main/notebooks/"
+    assert all(badge + name in readme for name in NOTEBOOKS)
+
+
+def hints_settings(root):
+    """[edition.HINTS, hints_on() with KIMIK3_HINTS unset, set to 1, set to 0] as the package at `root`
+    (imported in a fresh interpreter) says them."""
+    code = "\n".join(["import os", "from kimik3_lessons import edition, exercises",
+                      "out = [edition.HINTS, exercises.hints_on()]",
+                      "for value in ('1', '0'):",
+                      "    os.environ['KIMIK3_HINTS'] = value",
+                      "    out.append(exercises.hints_on())",
+                      "print(*out)"])
+    environment = {k: v for k, v in os.environ.items() if k != "KIMIK3_HINTS"}
+    environment["PYTHONPATH"] = str(root)
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=environment, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()[-4:]
+
+
+def test_a_graded_edition_hides_the_hints(edition, graded):
+    assert hints_settings(graded) == ["False", "False", "True", "False"]     # unset (as on Colab): no hints
+    assert hints_settings(edition) == ["True", "True", "True", "False"]
+    assert "no hints" in (graded / "README.md").read_text()
+    assert "no hints" not in (edition / "README.md").read_text()
+
+
+def test_the_readme_numbers_are_the_courses(edition):
+    from kimik3_lessons import exercises
+    readme = (edition / "README.md").read_text()
+    registry = [(i, exercises.get(i).name, exercises.get(i).title, exercises.get(i).difficulty)
+                for i in exercises.all_ids()]
+    assert student_edition.exercise_list(ROOT) == registry          # the README's list, read without torch
+    per_lesson = [sum(exercises.lesson_of(i) == n.split("_")[0] for i, *_ in registry) for n in NOTEBOOKS]
+    assert f"ends with {min(per_lesson)}–{max(per_lesson)} exercises ({len(registry)} in all)" in readme
+    times = json.loads((ROOT / "docs" / "notebook_times.json").read_text())
+    rows = {n: next(line for line in readme.splitlines() if f"(notebooks/{n})" in line) for n in NOTEBOOKS}
+    for i, name, _, difficulty in registry:
+        (notebook,) = [n for n in NOTEBOOKS if n.startswith(exercises.lesson_of(i) + "_")]
+        listed = rows[notebook].split(" | ")[1].split("<br>")
+        assert f"{i} `{name}` {'★' * difficulty}" in listed, (i, listed)
+    for notebook in NOTEBOOKS:
+        seconds = int(times["seconds"][notebook])
+        assert f"| {seconds // 60}:{seconds % 60:02d} |" in rows[notebook], notebook
+    gpu = [n.split("_")[0] for n in NOTEBOOKS
+           if "%%needs gpu" in (ROOT / "notebooks" / n).read_text()]
+    assert ", ".join(gpu[:-1]) + f" and {gpu[-1]}" in " ".join(readme.split())
+    for part in ("## On Colab", "Runtime > Run all", "macOS", "no macOS wheels", "make test", "make lab"):
+        assert part in readme, part
+
+
+def make_dry_run(folder, *args):
+    """What `make test` in `folder` would run (a recursive make is echoed, not run)."""
+    done = subprocess.run(["make", "-n", "-C", str(folder), "test", "MAKE=echo make", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_course_runs_the_editions_own_make_test(edition):
+    """`make test` in the course runs the teacher's tests, then the edition's `make test` in the edition; in
+    the edition, `make test` is its unit tests and nbval over its notebooks (no solutions needed)."""
+    course = make_dry_run(ROOT, "STAMP=")
+    assert "student_edition.py --teacher-tests" in course and "tools/student_edition.py" in course
+    assert re.search(r"make.* -C \S*student\S* test", course)
+    own = make_dry_run(edition, "STAMP=", f"BIN={Path(sys.executable).parent}")
+    assert re.search(r"pytest -q -n \d+ tests/", own) and "--nbval-lax" in own and "notebooks/" in own
+    assert "student_edition" not in own and "solutions" not in own
+    kept = {f"tests/{path.name}" for path in (edition / "tests").glob("*.py")}
+    assert kept and not set(student_edition.TEACHER_TESTS) & kept

@@ -1,6 +1,8 @@
 """The teaching guide (docs/teaching.md) follows the course: a section for every notebook, every exercise
-named in its lesson's section with its difficulty, the class plan listing every notebook, and the run-time
-table exactly what `make times` last measured (docs/notebook_times.json) for the notebooks that exist."""
+named in its lesson's section with its difficulty, the class plan listing every notebook, the run-time
+table exactly what `make times` last measured (docs/notebook_times.json) for the notebooks that exist, and
+the lecturer's parts: prerequisites, the setup class (the GPU lessons), grading (every exercise's points),
+and every class's minutes."""
 
 import importlib.util
 import json
@@ -73,3 +75,51 @@ def test_run_time_table_is_what_make_times_measured():
     assert all(seconds > 0 for seconds in times["seconds"].values())
     table = GUIDE.split(tool.START)[1].split(tool.END)[0]
     assert table.strip() == tool.table(times).strip(), "run `make times` (or tools/notebook_times.py)"
+
+
+def part(title):
+    """The text of the guide's '## title' section."""
+    return GUIDE.split(f"\n## {title}\n")[1].split("\n## ")[0]
+
+
+def test_the_lecturer_parts_come_before_the_plan():
+    titles = ("How the course is handed out", "Prerequisites", "The first class: setup", "Grading",
+              "Course plan")
+    order = [GUIDE.find(f"\n## {title}\n") for title in titles]
+    assert -1 not in order and order == sorted(order), order
+
+
+def test_the_setup_class_names_the_gpu_lessons_and_fills_its_time():
+    setup = part("The first class: setup")
+    gpu = [lesson(name) for name in NOTEBOOKS if "%%needs gpu" in (ROOT / "notebooks" / name).read_text()]
+    assert ", ".join(gpu[:-1]) + f" and {gpu[-1]}" in " ".join(setup.split()), gpu
+    assert sum(int(m) for m in re.findall(r"^\| (\d+) \|", setup, flags=re.M)) == 90
+    for needed in ("Colab", "make lab", "make test", "on a Mac", "without a GPU"):
+        assert needed.lower() in setup.lower(), needed
+
+
+def test_grading_gives_every_exercise_its_difficulty_in_points():
+    grading = part("Grading")
+    ids = exercises.all_ids()
+    rows = dict(re.findall(r"^  \| (\w+) \| (.*) \|$", grading, flags=re.M))
+    for name in NOTEBOOKS:
+        own = [i for i in ids if exercises.lesson_of(i) == lesson(name)]
+        listed = ", ".join(f"{i} ({exercises.get(i).difficulty})" for i in own)
+        total = sum(exercises.get(i).difficulty for i in own)
+        assert rows.get(lesson(name)) == f"{listed} | {total}", (lesson(name), rows.get(lesson(name)))
+    total = sum(exercises.get(i).difficulty for i in ids)
+    assert f"{total} points for the {len(ids)} exercises" in " ".join(grading.split())
+    for needed in ("make nbgrader", "nbgrader generate_assignment", "nbgrader autograde",
+                   "python -m kimik3_lessons grade", "HINTS=0", "KIMIK3_HINTS"):
+        assert needed in grading, needed
+    assert "make student REPO=owner/name" in " ".join(part("How the course is handed out").split())
+
+
+def test_every_class_has_its_minutes():
+    for key, text in sections().items():
+        found = re.search(r"\*\*Minutes \(90\)\.\*\* (.*?)(?:\n\n|\Z)", text, flags=re.S)
+        assert found, key
+        minutes = " ".join(found[1].split())
+        assert sum(int(m) for m in re.findall(r"(\d+) min\b", minutes)) == 90, (key, minutes)
+        for exercise_id in (i for i in exercises.all_ids() if exercises.lesson_of(i) == key):
+            assert exercise_id in minutes, (key, exercise_id)

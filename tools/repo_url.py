@@ -1,4 +1,5 @@
-"""The GitHub repository the course points to: its Colab badges, its Colab install lines, its README.
+"""The GitHub repository the course points to: its Colab badges, its Colab install lines, its README,
+its website.
 
     python tools/repo_url.py                    # print it and check every place agrees (exit 1 if not)
     python tools/repo_url.py --set owner/name   # rewrite it everywhere (`make set-repo REPO=owner/name`)
@@ -7,7 +8,9 @@ A fork or a course copy lives at another `owner/name`; the notebooks' Colab badg
 (`colab.research.google.com/github/<owner>/<name>/blob/main/notebooks/NN_slug.ipynb`), their first
 cell's `%pip install "kimik3-lessons[ref] @ git+https://github.com/<owner>/<name>"`, the committed
 results a notebook fetches from `raw.githubusercontent.com/<owner>/<name>/...`, the README's lesson
-table and any other `github.com/<owner>/<name>` link must then all change together. The rewrite is a text
+table and any other `github.com/<owner>/<name>` link must then all change together, and so must the
+website's address the README gives, `https://<owner>.github.io/<name>/` (GitHub Pages, which writes the
+owner in lower case; .github/workflows/site.yml publishes it). The rewrite is a text
 substitution on the files (the notebooks' JSON included): nothing else in them changes, outputs and
 cell ids stay as they are. Standard library only (no torch), so it runs before any environment exists.
 """
@@ -25,6 +28,10 @@ BADGE = re.compile(r"(colab\.research\.google\.com/github/)" + REPO + r"/blob/(?
 INSTALL = re.compile(r"(kimik3-lessons(?:\[[\w,\s-]*\])?\s*@\s*git\+https://github\.com/)" + REPO
                      + r"(?:\.git)?(?=[\"'@#\s\\]|$)")
 RAW = re.compile(r"(raw\.githubusercontent\.com/)" + REPO + r"(?=/)")
+# The website's address, in the README (the one file that gives it).
+SITE = re.compile(r"https://(?P<owner>[A-Za-z0-9-]+)\.github\.io/(?P<name>[A-Za-z0-9._-]+)/")
+# What the docs write for "your repository" (`make student REPO=owner/name`): an example, never the course's.
+PLACEHOLDER = "owner/name"
 VALID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]+$")
 
 
@@ -35,12 +42,21 @@ def course_files(root=ROOT):
     return files + sorted((root / "docs").glob("**/*.md"))
 
 
+def site_url(repo):
+    """Where GitHub Pages publishes the website of `owner/name`: https://<owner>.github.io/<name>/, the
+    owner in lower case."""
+    owner, name = repo.split("/")
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
 def find(text):
     """[(kind, repo, detail)] for every badge ("badge", repo, notebook path), install line and raw-file
-    URL (a committed result a notebook fetches when the package runs without the repository)."""
+    URL (a committed result a notebook fetches when the package runs without the repository); an example
+    that names PLACEHOLDER is none of them."""
     found = [("badge", m["repo"], m["path"]) for m in BADGE.finditer(text)]
     found += [("raw", m["repo"], "") for m in RAW.finditer(text)]
-    return found + [("install", m["repo"], "") for m in INSTALL.finditer(text)]
+    found += [("install", m["repo"], "") for m in INSTALL.finditer(text)]
+    return [f for f in found if f[1] != PLACEHOLDER]
 
 
 def _first_cells(path, n=3):
@@ -81,15 +97,26 @@ def problems(root=ROOT):
         out.append(f"the files name {len(repos)} repositories: {where}")
     if not repos:
         out.append("no Colab badge or install line found")
+    if len(repos) == 1:
+        (repo,) = repos
+        for m in SITE.finditer(readme):
+            if m[0] != site_url(repo):
+                out.append(f"README.md: the website's address {m[0]} is not {site_url(repo)}, "
+                           f"the one of {repo}")
     return out, sorted(repos)
 
 
-def rewrite(text, new, old_repos):
+def rewrite(text, new, old_repos, readme=False):
     """`text` with every badge, install line and raw-file URL, and every other github.com link to one of
-    `old_repos`, pointing at `new`."""
-    text = BADGE.sub(lambda m: f"{m[1]}{new}/blob/{m['branch']}/{m['path']}", text)
-    text = INSTALL.sub(lambda m: f"{m[1]}{new}", text)
-    text = RAW.sub(lambda m: f"{m[1]}{new}", text)
+    `old_repos`, pointing at `new`; in the README (`readme`), the website's address too."""
+    if readme:
+        text = SITE.sub(site_url(new), text)
+    def keep_examples(replace):
+        return lambda m: m[0] if m["repo"] == PLACEHOLDER else replace(m)
+
+    text = BADGE.sub(keep_examples(lambda m: f"{m[1]}{new}/blob/{m['branch']}/{m['path']}"), text)
+    text = INSTALL.sub(keep_examples(lambda m: f"{m[1]}{new}"), text)
+    text = RAW.sub(keep_examples(lambda m: f"{m[1]}{new}"), text)
     for old in old_repos:
         if old != new:
             text = re.sub(r"(?<![\w.-])(github\.com/)" + re.escape(old) + r"(?![\w.-])",
@@ -115,7 +142,7 @@ def set_repo(new, root=ROOT):
         if not path.exists():
             continue
         text = path.read_text()
-        updated = rewrite(text, new, old_repos)
+        updated = rewrite(text, new, old_repos, readme=path == Path(root) / "README.md")
         if updated != text:
             path.write_text(updated)
             changed.append(path)
@@ -134,7 +161,8 @@ def main(argv=None):
             parser.error(str(err))
         for path in changed:
             print(f"rewrote {path.relative_to(args.root)}")
-        print(f"{len(changed)} file(s) now point at https://github.com/{normalize(args.set)}")
+        print(f"{len(changed)} file(s) now point at https://github.com/{normalize(args.set)} "
+              f"(website {site_url(normalize(args.set))})")
     found, repos = problems(args.root)
     for repo in repos:
         print(f"https://github.com/{repo}")

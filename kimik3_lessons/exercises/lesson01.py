@@ -3,7 +3,16 @@
 import torch
 
 from kimik3_lessons import gpt2
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import (
+    CacheSpy,
+    Watch,
+    Wrong,
+    attempt,
+    exercise,
+    expect_close,
+    expect_pair,
+    expect_tensor,
+)
 
 
 def _randint(low, high):
@@ -34,14 +43,12 @@ def check_attend_with_cache(attend_with_cache):
             x = torch.randn(B, T, C, dtype=torch.float64)
             y_ref, cache_ref = attn(x, cache)                   # the module: CausalSelfAttention with a cache
             q, k, v = _heads(attn, x)
-        out = attempt(attend_with_cache, q, k, v, cache.k, cache.v)
-        if not isinstance(out, tuple) or len(out) != 3:
-            raise Wrong(f"return a triple (o, k_all, v_all), got {type(out).__name__}")
-        o, k_all, v_all = out
+        o, k_all, v_all = expect_pair("a triple (o, k_all, v_all)",
+                                      attempt(attend_with_cache, q, k, v, cache.k, cache.v), 3)
         for name, ref, got in (("k_all", cache_ref.k, k_all), ("v_all", cache_ref.v, v_all)):
-            expect_close(name, ref, got, row_dim=2, hint="Hint: the new tokens go after the cached ones: "
-                         "torch.cat([cache, new], dim=2) (dim 2 is the token dimension).")
-        expect_tensor("o", o, q.shape)
+            expect_close(name, ref, got, row_dim=2, dtype=q.dtype, hint="Hint: the new tokens go after the "
+                         "cached ones: torch.cat([cache, new], dim=2) (dim 2 is the token dimension).")
+        expect_tensor("o", o, q.shape, dtype=q.dtype)
         with torch.no_grad():
             y = attn.c_proj(o.transpose(1, 2).reshape(B, T, C))
         errors.append(expect_close(
@@ -52,32 +59,6 @@ def check_attend_with_cache(attend_with_cache):
     return f"equals CausalSelfAttention with a KV cache (relative error {max(errors):.0e})"
 
 
-class _CountingModel:
-    """Stands in for a GPT: `model(idx, cache)` runs it, counts the token positions it is fed, and notes
-    the first call whose cache is not the one the previous call returned (every token seen so far)."""
-
-    def __init__(self, model):
-        self.config = model.config
-        self._model = model
-        self.tokens_fed = 0
-        self.seen = 0                     # tokens per sequence in the cache the last call returned
-        self.problem = None               # what went wrong first, reported after the student's loop
-
-    def __call__(self, idx, cache=None):
-        held = 0 if cache is None else cache[0].length
-        if held != self.seen and self.problem is None:
-            self.problem = (
-                f"a call ran the model without a cache after it had seen {self.seen} tokens: the cache was "
-                f"not used" if cache is None else
-                f"a call passed a cache of {held} tokens, but the model had seen {self.seen} tokens by then")
-        self.tokens_fed += idx.shape[0] * idx.shape[1]
-        logits, cache = self._model(idx, cache)
-        self.seen = cache[0].length
-        return logits, cache
-
-    forward = __call__
-
-
 @exercise("01.2", "generate_cached", "greedy decoding with the KV cache", difficulty=1)
 def check_generate_cached(generate_cached):
     config = gpt2.GPTConfig(block_size=64, vocab_size=_randint(20, 60), num_layers=2, num_heads=2,
@@ -86,12 +67,11 @@ def check_generate_cached(generate_cached):
     B, prompt_len, n = 2, _randint(3, 8), _randint(6, 12)
     prompt = torch.stack([torch.randperm(config.vocab_size)[:prompt_len] for _ in range(B)])  # no repeats
     ref = model.generate(prompt, n, use_cache=False)    # greedy, recomputing everything: the reference
-    spy = _CountingModel(model)
+    spy = CacheSpy(model, held=lambda cache: cache[0].length,   # a KVCache per layer
+                   hint="pass back the cache the previous call returned (logits, cache = model(next_id, "
+                        "cache)) and feed only the newest token.")
     with torch.no_grad():
-        out = attempt(generate_cached, spy, prompt, n)
-    if spy.problem:
-        raise Wrong(f"{spy.problem}. Hint: pass back the cache the previous call returned "
-                    f"(logits, cache = model(next_id, cache)) and feed only the newest token.")
+        out = attempt(generate_cached, spy, prompt.clone(), n)
     expect_tensor("the returned token ids", out, ref.shape)
     if not torch.equal(out, ref):
         first = int((out != ref).any(dim=0).nonzero()[0])
@@ -116,8 +96,15 @@ def check_gpt2_parameters(gpt2_parameters):
                                 hidden_size=num_heads * _randint(2, 16))
         with torch.device("meta"):                       # shapes only: nothing is allocated
             ref = gpt2.GPT(config).num_parameters()
-        out = attempt(gpt2_parameters, config.num_layers, config.hidden_size, config.vocab_size,
-                      config.block_size)
+        with Watch(forbid=[gpt2.GPT, gpt2.GPT.num_parameters]) as watch:
+            out = attempt(gpt2_parameters, config.num_layers, config.hidden_size, config.vocab_size,
+                          config.block_size)
+        watch.verdict("write the count as a formula in the four sizes, without building a model.",
+                      "`gpt2_parameters`")
+        if isinstance(out, torch.Tensor) and out.numel() == 1:
+            out = out.item()
+        if not isinstance(out, (int, float)) or isinstance(out, bool):
+            raise Wrong(f"return a whole number (an int), got {type(out).__name__}")
         if out != ref:
             raise Wrong(f"for {config.num_layers} layers, width {config.hidden_size}, vocabulary "
                         f"{config.vocab_size}, {config.block_size} positions you count {out}, the model has "

@@ -3,7 +3,7 @@
 import torch
 
 from kimik3_lessons import gpt2, linear_attention
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import Watch, Wrong, attempt, exercise, expect_close, expect_pair, expect_tensor
 
 
 def _randint(low, high):
@@ -23,15 +23,18 @@ def check_normalized_step(normalized_step):
                                                   phi(k[:, :, :P]), v[:, :, :P])
     S, z = prompt_state[..., :-1], prompt_state[..., -1]                  # [B, H, K, V], [B, H, K]
     outputs = []
-    for t in range(P, P + T):
-        out = attempt(normalized_step, S, z, q[:, :, t], k[:, :, t], v[:, :, t])
-        if not isinstance(out, tuple) or len(out) != 3:
-            raise Wrong(f"return a triple (o_t, S, z), got {type(out).__name__}")
-        o_t, S, z = out
-        expect_tensor("o_t", o_t, (B, H, V))
-        expect_tensor("S", S, (B, H, K, V))
-        expect_tensor("z", z, (B, H, K))
-        outputs.append(o_t)
+    la = linear_attention
+    forms = [la.normalized, la.recurrent, la.parallel, la.chunked, la.linear_attention_step]
+    with Watch(forbid=forms) as watch:
+        for t in range(P, P + T):
+            o_t, S, z = expect_pair("a triple (o_t, S, z)",
+                                    attempt(normalized_step, S, z, q[:, :, t], k[:, :, t], v[:, :, t]), 3)
+            expect_tensor("o_t", o_t, (B, H, V))
+            expect_tensor("S", S, (B, H, K, V))
+            expect_tensor("z", z, (B, H, K))
+            outputs.append(o_t)
+    watch.verdict("write the step yourself from phi (linear_attention.elu_feature_map): one outer product "
+                  "into S, phi(k_t) into z, then the normalized read.", "`normalized_step`")
     err = expect_close("o (the steps' outputs, stacked over t)", o_ref[:, :, P:], torch.stack(outputs, dim=2),
                        row_dim=2, hint="Hint: apply phi = elu + 1 to q_t and k_t; write first "
                        "(S += phi(k_t)^T v_t, z += phi(k_t)), then read o_t = phi(q_t) S / (phi(q_t) . z).")

@@ -5,10 +5,21 @@ import random
 
 import torch
 
-from kimik3_lessons import contract, linear_attention
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
+from kimik3_lessons import chunk_kernels, contract, linear_attention
+from kimik3_lessons.exercises import (
+    Watch,
+    Wrong,
+    attempt,
+    exercise,
+    expect_close,
+    expect_pair,
+    expect_tensor,
+    known_mistake,
+)
 
 F64 = torch.float64
+FORMS = (linear_attention.recurrent, linear_attention.parallel, linear_attention.chunked,
+         linear_attention.triton_chunked)                   # the module's own forms: not the exercise's
 
 
 def _features(*shape):
@@ -18,73 +29,99 @@ def _features(*shape):
 
 @exercise("03.1", "chunked_loop", "the chunked form as a loop over chunks", difficulty=2)
 def check_chunked_loop(chunked_loop):
-    B, H, T, K, V, C = 2, 3, 45, 8, 6, 16                 # T is not a multiple of C: the last chunk is padded
-    q, k = (linear_attention.elu_feature_map(torch.randn(B, H, T, K, dtype=torch.float64)) for _ in range(2))
-    v, S0 = torch.randn(B, H, T, V, dtype=torch.float64), torch.randn(B, H, K, V, dtype=torch.float64)
+    B, H, K, V = 2, 3, 8, 6
+    C = random.choice([4, 8, 16])
+    T = random.randint(2 * C + 1, 4 * C - 1)              # T is not a multiple of C: the last chunk is padded
+    q, k = (_features(B, H, T, K) for _ in range(2))
+    v, S0 = torch.randn(B, H, T, V, dtype=F64), torch.randn(B, H, K, V, dtype=F64)
     o_ref, S_ref = linear_attention.recurrent(q, k, v, initial_state=S0)
-    out = attempt(chunked_loop, q, k, v, C, S0)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise Wrong(f"return a pair (o, S_T), got {type(out).__name__}")
-    o, S = out
+    with Watch(forbid=FORMS) as watch:
+        out = attempt(chunked_loop, q.clone(), k.clone(), v.clone(), C, S0.clone())
+    watch.verdict("write the loop over chunks yourself: O_n = Q_n S + tril(Q_n K_n^T) V_n, then "
+                  "S <- S + K_n^T V_n.", "`chunked_loop`")
+    o, S = expect_pair("a pair (o, S_T)", out)
     expect_tensor("o", o, o_ref.shape)
     err_o = expect_close("o", o_ref, o, hint="Hint: the chunk's own tokens need tril(Q_n K_n^T) V_n, and the "
                          "earlier chunks Q_n S with S *before* this chunk's update.")
     err_S = expect_close("the final state", S_ref, S, hint="Hint: S <- S + K_n^T V_n after every chunk, "
                          "starting from initial_state.")
-    return f"outputs and final state equal the recurrence (relative errors {err_o:.0e}, {err_S:.0e})"
+    return (f"T = {T}, chunks of {C}: outputs and final state equal the recurrence (relative errors "
+            f"{err_o:.0e}, {err_S:.0e})")
+
+
+def _chunk_state_inputs(B, H, K, V, C, N):
+    T = random.randint((N - 1) * C + 1, N * C - 1)          # never a multiple of C: the last chunk is padded
+    return _features(B, H, T, K), torch.randn(B, H, T, V, dtype=F64), torch.randn(B, H, K, V, dtype=F64)
+
+
+def _reference_chunk_states(k, v, C, S0):
+    """The recurrence's state after the first n*C tokens, for every chunk n."""
+    N = -(-k.shape[2] // C)
+    return torch.stack([linear_attention.recurrent(k[:, :, :n * C], k[:, :, :n * C], v[:, :, :n * C],
+                                                   initial_state=S0)[1] if n else S0
+                        for n in range(N)], dim=2)
 
 
 @exercise("03.2", "chunk_states", "the state every chunk starts from, by one cumsum", difficulty=1)
 def check_chunk_states(chunk_states):
     B, H, K, V = 2, 3, 7, 5
-    C = random.choice([4, 8, 16])
-    T = random.randint(3 * C + 1, 6 * C - 1)              # never a multiple of C: the last chunk is padded
-    k, v = _features(B, H, T, K), torch.randn(B, H, T, V, dtype=F64)
-    S0 = torch.randn(B, H, K, V, dtype=F64)
-    N = -(-T // C)
-    # The reference: the recurrence's state after the first n*C tokens, for every chunk n.
-    ref = torch.stack([linear_attention.recurrent(k[:, :, :n * C], k[:, :, :n * C], v[:, :, :n * C],
-                                                  initial_state=S0)[1] if n else S0
-                       for n in range(N)], dim=2)
-    out = attempt(chunk_states, k.clone(), v.clone(), C, S0.clone())
-    expect_tensor("the states", out, (B, H, N, K, V))
-    writes = contract.split_chunks(k, C).transpose(-1, -2) @ contract.split_chunks(v, C)
-    known = {"chunk n's entry includes chunk n's own write K_n^T V_n: that is the state *after* the chunk. "
-             "The output of chunk n needs the state it starts from, S_n = S_0 + the writes of chunks 0..n-1 "
-             "(an exclusive prefix sum: put S_0 first, then drop the last entry)":
-             S0[:, :, None] + writes.cumsum(2),
-             "the initial state is missing: S_0 = initial_state, and every later S_n starts from it too":
-             ref - S0[:, :, None],
-             "these are the chunks' own writes K_n^T V_n, not yet summed over the chunks before":
-             writes}
-    known_mistake("the state S_n", ref, out, known)
-    err = expect_close("the states", ref, out, row_dim=2,
-                       hint="Hint: the chunk writes K_n^T V_n for all chunks at once (split_chunks), then "
-                            "torch.cat([S_0, writes]).cumsum over the chunk dimension.")
-    return f"{N} chunks of {C} (T = {T}): every S_n equals the recurrence's state (relative error {err:.0e})"
+    hint = ("Hint: the chunk writes K_n^T V_n for all chunks at once (split_chunks), then "
+            "torch.cat([S_0, writes]).cumsum over the chunk dimension, without its last entry.")
+    runs = []
+    # Two chunk sizes, and twice the chunks: a loop over chunks launches more operations for more chunks.
+    for C, N in ((random.choice([4, 8]), random.randint(4, 6)), (16, random.randint(8, 10))):
+        k, v, S0 = _chunk_state_inputs(B, H, K, V, C, N)
+        ref = _reference_chunk_states(k, v, C, S0)
+        with Watch(forbid=FORMS) as watch:
+            out = attempt(chunk_states, k.clone(), v.clone(), C, S0.clone())
+        watch.verdict("no recurrence: the chunk writes in one batched product, then one cumsum.",
+                      "`chunk_states`")
+        expect_tensor(f"the states (chunks of {C})", out, (B, H, N, K, V), dtype=F64)
+        writes = contract.split_chunks(k, C).transpose(-1, -2) @ contract.split_chunks(v, C)
+        known = {"chunk n's entry includes chunk n's own write K_n^T V_n: that is the state *after* the "
+                 "chunk. The output of chunk n needs the state it starts from, S_n = S_0 + the writes of "
+                 "chunks 0..n-1 (an exclusive prefix sum: put S_0 first, then drop the last entry)":
+                 S0[:, :, None] + writes.cumsum(2),
+                 "the initial state is missing: S_0 = initial_state, and every later S_n starts from it too":
+                 ref - S0[:, :, None],
+                 "these are the chunks' own writes K_n^T V_n, not yet summed over the chunks before":
+                 writes}
+        known_mistake(f"the state S_n (chunks of {C})", ref, out, known)
+        err = expect_close(f"the states (chunks of {C}, T = {k.shape[2]})", ref, out, row_dim=2, hint=hint)
+        runs.append((C, N, watch.num_ops, err))
+    (C1, N1, ops1, err1), (C2, N2, ops2, err2) = runs
+    if ops2 > ops1:
+        raise Wrong(f"right states, but your function launched {ops1} operations for {N1} chunks and {ops2} "
+                    f"for {N2}: the count grows with the number of chunks, so it loops over them. The "
+                    f"exercise asks for no loop", hint=hint)
+    return (f"{N1} chunks of {C1} and {N2} of {C2}: every S_n equals the recurrence's state (relative errors "
+            f"{err1:.0e}, {err2:.0e}), with {ops2} operations whatever the number of chunks")
 
 
 def kernel_scores(q, k, C):
     """A_qk as `linear_attention_intra_chunk_kernel` writes it, [B, H, T, C] float32: the kernel itself, run
-    through the launcher's own `contract.launch` (compiled on a GPU, interpreted on a CPU)."""
+    through the launcher's own `chunk_kernels.launch` (compiled on a GPU, interpreted on a CPU)."""
     B, H, T, K = q.shape
     device = "cpu" if contract.interpreted() else "cuda"
     q32, k32 = (x.to(device, torch.float32).contiguous() for x in (q, k))
     a_qk = q32.new_zeros(B, H, T, C)
-    contract.launch(linear_attention.linear_attention_intra_chunk_kernel, (-(-T // C), B * H),
-                    dict(q=q32, k=k32, a_qk=a_qk), contract.LAUNCH["intra"], T=T, K=K, C=C,
-                    BK=contract.SLICE, PRECISION="ieee")
+    chunk_kernels.launch(linear_attention.linear_attention_intra_chunk_kernel, (-(-T // C), B * H),
+                         dict(q=q32, k=k32, a_qk=a_qk), chunk_kernels.LAUNCH["intra"], T=T, K=K, C=C,
+                         SLICE=chunk_kernels.SLICE, PRECISION="ieee")
     return a_qk.cpu()
 
 
 @exercise("03.3", "intra_chunk_scores", "the intra-chunk scores, as the first kernel stores them",
           difficulty=2)
 def check_intra_chunk_scores(intra_chunk_scores):
-    B, H, K, C = 1, 2, random.choice([12, 20]), 16
+    B, H, K, C = 1, 2, random.choice([12, 20]), random.choice([16, 32])
     T = random.randint(2 * C + 1, 3 * C - 1)              # the last chunk is partial
     q, k = _features(B, H, T, K), _features(B, H, T, K)
     ref = kernel_scores(q, k, C).double()
-    out = attempt(intra_chunk_scores, q.clone(), k.clone(), C)
+    with Watch(forbid=FORMS + (chunk_kernels.launch,)) as watch:
+        out = attempt(intra_chunk_scores, q.clone(), k.clone(), C)
+    watch.verdict("build the scores in PyTorch from split_chunks and tril, without running the kernel.",
+                  "`intra_chunk_scores`")
     expect_tensor("A_qk", out, (B, H, T, C))
     scores = contract.split_chunks(q, C) @ contract.split_chunks(k, C).transpose(-1, -2)    # [B, H, N, C, C]
     as_rows = lambda A: contract.merge_chunks(A, T)                                          # noqa: E731

@@ -3,7 +3,15 @@
 import torch
 
 from kimik3_lessons import associative_memory as am
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
+from kimik3_lessons.exercises import (
+    Watch,
+    Wrong,
+    attempt,
+    exercise,
+    expect_close,
+    expect_tensor,
+    known_mistake,
+)
 
 F64 = torch.float64
 
@@ -36,8 +44,11 @@ def check_delta_recall(delta_recall):
     beta = torch.empty(()).uniform_(0.3, 0.9).item()
     keys, values = keys_of_random_norms(N, D), torch.randn(N, D_v, dtype=F64)
     ref = keys @ am.store(keys, values, "delta", beta=beta)
-    out = attempt(delta_recall, keys, values, beta)
-    expect_tensor("the read-backs", out, (N, D_v))
+    with Watch(forbid=[am.store, am.delta_write, am.additive_write, am.recall_sequence]) as watch:
+        out = attempt(delta_recall, keys.clone(), values.clone(), beta)
+    watch.verdict("write each delta write yourself, S + beta k_i^T (v_i - k_i S), in a loop over the pairs.",
+                  "`delta_recall`")
+    expect_tensor("the read-backs", out, (N, D_v), dtype=F64)
     known = {"you wrote v itself: that is the additive write of linear attention. The delta rule writes "
              "beta (v - k S), the difference between the value and what k reads now":
              keys @ am.store(keys, values, "additive"),
@@ -67,8 +78,11 @@ def check_householder_write(householder_write):
         k = r * k / k.norm()
         v = torch.randn(D_v, dtype=F64)
         ref = am.delta_write(S, k, v, beta)
-        out = attempt(householder_write, S, k, v, beta)
-        expect_tensor("the new memory", out, (D, D_v))
+        with Watch(forbid=[am.delta_write, am.store, am.additive_write]) as watch:
+            out = attempt(householder_write, S.clone(), k.clone(), v.clone(), beta)
+        watch.verdict("build I - beta k^T k explicitly (torch.eye, torch.outer) and multiply S by it; "
+                      "am.delta_write is what the check compares with.", "`householder_write`")
+        expect_tensor("the new memory", out, (D, D_v), dtype=F64)
         I = torch.eye(D, dtype=F64)
         known = {"the write term is missing beta: (I - beta k^T k) S + beta k^T v":
                  (I - beta * torch.outer(k, k)) @ S + torch.outer(k, v),

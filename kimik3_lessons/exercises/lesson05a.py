@@ -1,15 +1,28 @@
 """Lesson 05a's exercises: forward substitution as the article writes it (in place), and the WY form of a
 chunk."""
 
+import inspect
 import random
 
 import torch
 import torch.nn.functional as F
 
 from kimik3_lessons import deltanet
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
+from kimik3_lessons.exercises import (
+    Watch,
+    Wrong,
+    attempt,
+    exercise,
+    expect_close,
+    expect_pair,
+    expect_tensor,
+    known_mistake,
+)
 
 F64 = torch.float64
+SOLVERS = ("linalg_inv_ex", "linalg_inv", "inverse", "_linalg_solve_ex", "linalg_solve",
+           "linalg_solve_triangular", "triangular_solve", "linalg_lu_factor_ex", "linalg_lu_solve",
+           "cholesky_inverse", "linalg_pinv")
 
 
 def _chunk(N, C, K, V):
@@ -32,11 +45,16 @@ def check_forward_substitution_in_place(forward_substitution_in_place):
     worst_rows, worst_inv = 0.0, 0.0
     for what, A in (("a DeltaNet chunk's A", A_delta), ("a random strictly lower-triangular A", A_random)):
         given = A.clone()
-        out = attempt(forward_substitution_in_place, given)
+        with Watch(forbid=[deltanet.forward_substitution, deltanet.blocked_forward_substitution],
+                   forbid_ops=SOLVERS) as watch:
+            out = attempt(forward_substitution_in_place, given)
+        watch.verdict("no solver: copy -A into X, then for i = 1 ... C - 1 overwrite X[..., i, :i] with "
+                      "-A_i - A_i X (the finished rows j < i only), and add I at the end.",
+                      "`forward_substitution_in_place`")
         if not torch.equal(given, A):
             raise Wrong("your function changed the A it was given: work in place on a copy (A.clone()), the "
                         "caller still needs A (DeltaNet builds W and U from it, and checks compare with it).")
-        expect_tensor("(I + A)^{-1}", out, A.shape)
+        expect_tensor("(I + A)^{-1}", out, A.shape, dtype=F64)
         ref = deltanet.forward_substitution(A)
         I = torch.eye(C, dtype=F64)
         known = {"the identity is missing: the loop leaves X = (I + A)^{-1} - I in the buffer; add I at the "
@@ -79,10 +97,15 @@ def check_wy_form(wy_form):
     N, C, K, V = 4, random.randint(5, 24), 12, 7                # K != V catches a transposed product
     k, v, beta = _chunk(N, C, K, V)
     W_ref, U_ref = deltanet.wy_representation(k, v, beta)
-    out = attempt(wy_form, k.clone(), v.clone(), beta.clone())
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise Wrong(f"return a pair (W, U), got {type(out).__name__}")
-    W, U = out
+    inverses = (deltanet.forward_substitution, deltanet.blocked_forward_substitution)
+    module = [f for name, f in vars(deltanet).items()
+              if inspect.isfunction(f) and f.__module__ == deltanet.__name__ and f not in inverses]
+    with Watch(forbid=module) as watch:
+        out = attempt(wy_form, k.clone(), v.clone(), beta.clone())
+    watch.verdict("build A = tril(diag(beta) K K^T, -1) yourself, invert I + A with "
+                  "deltanet.forward_substitution, then W = L_inv diag(beta) K and U = L_inv diag(beta) V.",
+                  "`wy_form`")
+    W, U = expect_pair("a pair (W, U)", out)
     expect_tensor("W", W, W_ref.shape)
     expect_tensor("U", U, U_ref.shape)
     L_inv = deltanet.forward_substitution(_strict_tril(k, beta))

@@ -9,9 +9,24 @@ import triton
 import triton.language as tl
 
 from kimik3_lessons import contract, deltanet
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
+from kimik3_lessons.exercises import (
+    Watch,
+    Wrong,
+    attempt,
+    exercise,
+    expect_close,
+    expect_pair,
+    expect_tensor,
+    known_mistake,
+)
 
 F64 = torch.float64
+FORMS = (deltanet.recurrent, deltanet.chunked, deltanet.triton_chunked)
+ROW_PICKING = ("select", "slice", "index", "index_put", "index_select", "gather", "take", "narrow", "unbind",
+               "split", "split_with_sizes", "masked_select", "scatter", "masked_scatter")
+SOLVERS = ("linalg_inv_ex", "linalg_inv", "inverse", "_linalg_solve_ex", "linalg_solve",
+           "linalg_solve_triangular", "triangular_solve", "linalg_lu_factor_ex", "linalg_lu_solve",
+           "cholesky_inverse", "linalg_pinv")
 
 
 def _inputs(B, H, T, K, V):
@@ -29,10 +44,16 @@ def check_state_pass(state_pass):
     W, U = deltanet.wy_representation(k, v, beta)
     S0 = torch.randn(B, H, K, V, dtype=F64)
     S_n_ref, U_new_ref, S_ref = deltanet.chunk_state_scan(W, U, k, S0)
-    out = attempt(state_pass, W.clone(), U.clone(), k.clone(), S0.clone())
-    if not isinstance(out, tuple) or len(out) != 3:
-        raise Wrong(f"return three tensors (S_n, U', S_final), got {type(out).__name__}")
-    S_n, U_new, S = out
+    given = S0.clone()
+    with Watch(forbid=FORMS + (deltanet.chunk_state_scan,)) as watch:
+        out = attempt(state_pass, W.clone(), U.clone(), k.clone(), given)
+    watch.verdict("walk the chunks yourself: record S, U'_n = U_n - W_n S, S = S + K_n^T U'_n.",
+                  "`state_pass`")
+    S_n, U_new, S = expect_pair("three tensors (S_n, U', S_final)", out, 3)
+    if not torch.equal(given, S0):
+        raise Wrong("your function changed the S it was given (an in-place update such as S += ...): every "
+                    "S_n you recorded is then the same tensor, and the caller's state is gone",
+                    hint="S = S + K_n^T U'_n makes a new tensor; the recorded S_n stay as they were.")
     expect_tensor("S_n", S_n, S_n_ref.shape)
     expect_tensor("U'", U_new, U_new_ref.shape)
     expect_tensor("the final state", S, S_ref.shape)
@@ -62,15 +83,28 @@ def check_prefill_then_decode(prefill_then_decode):
     n_prefill = random.randint(T // 2, T - 5)
     q, k, v, beta = _inputs(B, H, T, D, D)
     o_ref, _ = deltanet.recurrent(q, k, v, beta)
-    out = attempt(prefill_then_decode, q, k, v, beta, n_prefill)
-    expect_tensor("o", out, o_ref.shape)
+    with Watch(forbid=[deltanet.recurrent, deltanet.triton_chunked],
+               count=[deltanet.chunked, deltanet.deltanet_step]) as watch:
+        out = attempt(prefill_then_decode, q.clone(), k.clone(), v.clone(), beta.clone(), n_prefill)
+    watch.verdict("prefill with deltanet.chunked on the first n_prefill tokens, then one "
+                  "deltanet.deltanet_step per remaining token.", "`prefill_then_decode`")
+    prefilled = [a["q"].shape[2] for a in watch.arguments[deltanet.chunked]]
+    if prefilled != [n_prefill]:
+        raise Wrong(f"deltanet.chunked ran on {prefilled or 'no'} tokens; the prefill is one call on the "
+                    f"first n_prefill = {n_prefill}", hint="the prompt goes through the chunked form once, "
+                    "deltanet.chunked(q[:, :, :n_prefill], ...), and its final state starts the decode.")
+    steps = watch.calls[deltanet.deltanet_step]
+    if steps != T - n_prefill:
+        raise Wrong(f"deltanet.deltanet_step ran {steps} times; the {T - n_prefill} tokens after the prefill "
+                    f"need one decode step each", hint="loop t over n_prefill ... T - 1, carrying S.")
+    expect_tensor("o", out, o_ref.shape, dtype=F64)
     rows = slice(None, n_prefill)
     expect_close(f"o for the {n_prefill} prefilled tokens", o_ref[:, :, rows], out[:, :, rows],
                  hint="Hint: the first n_prefill outputs are deltanet.chunked's, on the first n_prefill "
                       "tokens.")
     err = expect_close(f"o for the decoded tokens {n_prefill} ... {T - 1}", o_ref, out,
                        hint="Hint: start the decode from the prefill's final state, and carry the state "
-                            "returned by each delta_rule_step into the next one.")
+                            "returned by each deltanet_step into the next one.")
     return (f"{n_prefill} tokens prefilled, {T - n_prefill} decoded: equals the recurrence "
             f"(relative error {err:.0e})")
 
@@ -99,8 +133,13 @@ def check_forward_substitution_masked(forward_substitution_masked):
     k = F.normalize(torch.randn(C, 16, dtype=F64), dim=-1)
     A = torch.tril(torch.rand(C, dtype=F64)[:, None] * (k @ k.T), diagonal=-1)
     ref = deltanet.forward_substitution(A)
-    out = attempt(forward_substitution_masked, A.clone())
-    expect_tensor("L_inv", out, (C, C))
+    with Watch(forbid=[deltanet.forward_substitution, deltanet.blocked_forward_substitution],
+               forbid_ops=ROW_PICKING + SOLVERS) as watch:
+        out = attempt(forward_substitution_masked, A.clone())
+    watch.verdict("no row indexing (A[i], L[i] = ...) and no solver: pick row i with torch.where(r[:, None] "
+                  "== i, A, 0).sum(0), and write it back with torch.where on the same mask.",
+                  "`forward_substitution_masked`")
+    expect_tensor("L_inv", out, (C, C), dtype=F64)
     known = {"the identity is missing: L_inv starts as I (row 0 of the inverse is e_0; started from zeros, "
              "every A_i L_inv is zero and nothing is ever written)": torch.zeros_like(A),
              "every row was changed at every step: only row i may become e_i - A_i L_inv at step i (mask the "

@@ -11,6 +11,30 @@ from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, exp
 F64 = torch.float64
 
 
+def gradient_check(what, fn, G, reference, hint):
+    """The backward pass of `fn` at G: the gradient of sum(w * fn(G)) for random weights w must be finite
+    and equal the reference's (computed in float64). Exponentiating before masking passes the forward
+    pass (the masked entries are multiplied by 0) and fails here: the gradient of exp(big) * 0 is NaN."""
+    G_in = G.clone().requires_grad_(True)
+    out = attempt(fn, G_in)
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        raise Wrong(f"{what} carries no gradient back to G (computed outside autograd, or detached); a "
+                    f"layer trains through it", hint=hint)
+    G_ref = G.double().requires_grad_(True)
+    ref = reference(G_ref)
+    w = torch.randn(ref.shape, dtype=F64)
+    (grad_ref,) = torch.autograd.grad((ref * w).sum(), G_ref)
+    (grad,) = torch.autograd.grad((out.double() * w).sum(), G_in, allow_unused=True)
+    if grad is None:
+        raise Wrong(f"{what} does not depend on G in autograd", hint=hint)
+    if not torch.isfinite(grad).all():
+        raise Wrong(f"the gradient of {what} holds NaN or inf (the forward pass was finite): an exponential "
+                    f"of a positive difference overflowed above the diagonal, and its derivative times the "
+                    f"mask's 0 is NaN", hint=hint)
+    rtol = 1e-4 if G.dtype == torch.float32 else 1e-9
+    return expect_close(f"the gradient of {what}", grad_ref, grad, rtol=rtol, hint=hint, row_dim=-1)
+
+
 def cumulative_log_decay(*shape, low, high, dtype=F64):
     """G = cumsum(g) over the last dim, with g uniform in [low, high] (<= 0): a chunk's cumulative decay."""
     return torch.empty(*shape, dtype=dtype).uniform_(low, high).cumsum(-1)
@@ -58,8 +82,13 @@ def check_decay_mask(decay_mask):
                         f"P_i / P_j) overflows where exp(-G_j) passes the largest float. {mask_hint}")
         worst = max(worst, expect_close(f"Γ under strong decay ({dtype})", ref, out,
                                         rtol=1e-5 if dtype == torch.float32 else 1e-9, hint=mask_hint))
-    return (f"equals decay_mask on a {C}-token chunk (relative error {err:.0e}) and stays finite and exact "
-            f"with G down to -1000 (relative error {worst:.0e})")
+    # 3. The backward pass under the same strong decay, in float32: the gradients the layer trains with.
+    G = cumulative_log_decay(2, 64, low=-5.5, high=-4.5, dtype=torch.float32)
+    err_grad = gradient_check("Γ under strong decay (float32)", decay_mask, G, gated_deltanet.decay_mask,
+                              mask_hint)
+    return (f"equals decay_mask on a {C}-token chunk (relative error {err:.0e}), stays finite and exact "
+            f"with G down to -1000 (relative error {worst:.0e}), and so does its gradient at g ≈ -5 "
+            f"({err_grad:.0e})")
 
 
 @exercise("06.2", "chunk_state_update", "the state across one chunk, decayed", difficulty=2)
@@ -81,7 +110,7 @@ def check_chunk_state_update(chunk_state_update):
     W, U = gated_deltanet.decayed_wy_representation(A, torch.exp(G)[:, None] * k, v, beta)
     U_new = U - W @ S0
     out = attempt(chunk_state_update, S0.clone(), k.clone(), U_new.clone(), G.clone())
-    expect_tensor("the state after the chunk", out, (K, V))
+    expect_tensor("the state after the chunk", out, (K, V), dtype=F64)
     G_C = G[-1]
     known = {"you decayed after the writes: exp(G_C) (S + K^T U') shrinks the chunk's own writes by the "
              "whole chunk's decay. Only S decays by exp(G_C); the write of token i decays from token i on, "
@@ -116,12 +145,12 @@ def check_gate_input(gate_input):
         strength = torch.exp(g * h).item()                 # what a fact keeps after h tokens: alpha^h
         if abs(strength - 0.5) > 1e-9:
             measured_half_life = math.log(2) / -g.item()
-            hint = ""
+            named = ""
             if abs(measured_half_life / math.log(2) - h) < 1e-6 * h:
-                hint = " Your half-life is off by a factor ln 2: it is ln 2 / |g| tokens, not 1 / |g|."
+                named = "Your half-life is off by a factor ln 2: it is ln 2 / |g| tokens, not 1 / |g|. "
             raise Wrong(f"with gate_input({h:.1f}) = {x.item():.4g} the gate keeps alpha = exp(g) = "
                         f"{math.exp(g.item()):.6f} per token, so a fact keeps {strength:.4f} of itself after "
-                        f"{h:.1f} tokens (its half-life is {measured_half_life:.1f}), not 0.5.{hint} Hint: "
-                        f"the log decay you need is g = -ln 2 / h, and the gate computes g = -softplus(x) "
-                        f"here: invert softplus, x = ln(e^(-g) - 1).")
+                        f"{h:.1f} tokens (its half-life is {measured_half_life:.1f}), not 0.5",
+                        hint=f"{named}The log decay you need is g = -ln 2 / h, and the gate computes "
+                             f"g = -softplus(x) here: invert softplus, x = ln(e^(-g) - 1).")
     return f"half-lives of {', '.join(f'{h:.0f}' for h in half_lives)} tokens hit exactly"

@@ -5,7 +5,16 @@ import torch
 import torch.nn.functional as F
 
 from kimik3_lessons import gated_deltanet, kda
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
+from kimik3_lessons.exercises import (
+    Watch,
+    Wrong,
+    attempt,
+    exercise,
+    expect_close,
+    expect_tensor,
+    known_mistake,
+)
+from kimik3_lessons.exercises.lesson06 import gradient_check
 
 F64 = torch.float64
 
@@ -27,8 +36,11 @@ def check_per_channel_scores(per_channel_scores):
     Q, Kc = torch.randn(C, K, dtype=F64), torch.randn(C, K, dtype=F64)
     G = channel_log_decays(C, K).cumsum(0)
     ref = kda.decayed_scores(Q, Kc, G)
-    out = attempt(per_channel_scores, Q.clone(), Kc.clone(), G.clone())
-    expect_tensor("P", out, (C, C))
+    with Watch(forbid=[kda.decayed_scores, kda.chunked, kda.recurrent]) as watch:
+        out = attempt(per_channel_scores, Q.clone(), Kc.clone(), G.clone())
+    watch.verdict("write the [C, C, d_k] definition yourself: per-channel differences, masked, "
+                  "exponentiated, times q_id k_jd, summed over d.", "`per_channel_scores`")
+    expect_tensor("P", out, (C, C), dtype=F64)
     dots = Q @ Kc.T
     G_mean = G.mean(-1)
     pairwise = G[:, None, :] - G[None, :, :]                                    # [C, C, K]
@@ -56,8 +68,12 @@ def check_per_channel_scores(per_channel_scores):
                     f"holds NaN or inf: exp(G_id) exp(-G_jd) overflows, and so does exp(G_id - G_jd) for "
                     f"j > i if it is formed before the mask and then multiplied by 0. {hint}")
     err_strong = expect_close("P under strong decay", ref, out, rtol=1e-5, hint=hint)
+    # 3. The backward pass (to G) under the same strong decay: the gradients the layer trains with.
+    err_grad = gradient_check("P under strong decay (float32)",
+                              lambda G_in: per_channel_scores(Q.clone(), Kc.clone(), G_in), G,
+                              lambda G_ref: kda.decayed_scores(Q.double(), Kc.double(), G_ref), hint)
     return (f"equals kda.decayed_scores on a {C_mild}-token chunk in float64 (relative error {err:.0e}) and "
-            f"under g ≈ -5 per token in float32 (relative error {err_strong:.0e})")
+            f"under g ≈ -5 per token in float32 (relative error {err_strong:.0e}, gradient {err_grad:.0e})")
 
 
 @exercise("07a.2", "predicted_retention", "a fact's strength under per-channel decay", difficulty=1)
@@ -76,7 +92,10 @@ def check_predicted_retention(predicted_retention):
     ref = o[0, 0, :, 0]
     outs = []
     for delta in range(steps + 1):
-        x = attempt(predicted_retention, k.clone(), g.clone(), delta)
+        with Watch(forbid=[kda.recurrent, kda.kda_step, kda.chunked]) as watch:
+            x = attempt(predicted_retention, k.clone(), g.clone(), delta)
+        watch.verdict("no recurrence: the strength is a closed form in k, g and delta.",
+                      "`predicted_retention`")
         try:
             outs.append(torch.as_tensor(x, dtype=F64).reshape(()))
         except (TypeError, ValueError, RuntimeError) as err:
@@ -117,7 +136,7 @@ def check_chunk_state_update_per_channel(chunk_state_update_per_channel):
     W, U = gated_deltanet.decayed_wy_representation(A, torch.exp(G) * k, v, beta)
     U_new = U - W @ S0
     out = attempt(chunk_state_update_per_channel, S0.clone(), k.clone(), U_new.clone(), G.clone())
-    expect_tensor("the state after the chunk", out, (K, K))
+    expect_tensor("the state after the chunk", out, (K, K), dtype=F64)
     G_C = G[-1]
     writes = (torch.exp(G_C - G) * k).T @ U_new
     known = {"you decayed the columns of S (its value dimension); the decay of channel d multiplies row d, "

@@ -3,7 +3,7 @@
 import torch
 
 from kimik3_lessons import mla
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, matches
+from kimik3_lessons.exercises import Watch, Wrong, attempt, exercise, expect_close, expect_tensor, matches
 
 F64 = torch.float64
 
@@ -25,7 +25,7 @@ def random_layer(**shape):
 def check_absorbed_head(absorbed_head):
     layer = random_layer()
     cfg = layer.config
-    S = int(torch.randint(9, 30, ()))
+    S = int(torch.randint(12, 30, ()))       # more tokens than any head width: [S, width] is per token
     _, cache = layer(torch.randn(1, S, cfg.hidden_size, dtype=F64))          # S cached tokens (RoPE on)
     q_nope, q_rope = layer.queries(torch.randn(1, 1, cfg.hidden_size, dtype=F64), torch.tensor([S]))
     W_uk, W_uv = layer.up_projections()
@@ -52,13 +52,25 @@ def check_absorbed_head(absorbed_head):
              explicit_with(rope=False)}
     worst = 0.0
     for h in range(cfg.num_heads):
-        out = attempt(absorbed_head, q_nope[0, h, 0], q_rope[0, h, 0], W_uk[h], W_uv[h], cache.c[0],
-                      cache.k_rope[0])
-        expect_tensor(f"head {h}'s output", out, (cfg.v_head_dim,))
+        with Watch(forbid=[mla.MultiHeadLatentAttention.attend_explicit]) as watch:
+            out = attempt(absorbed_head, q_nope[0, h, 0], q_rope[0, h, 0], W_uk[h], W_uv[h], cache.c[0],
+                          cache.k_rope[0])
+        watch.verdict("fold W_uk into the query (q_c = W_uk^T q_n) and apply W_uv after the weighted sum of "
+                      "the latents.", "`absorbed_head`")
+        widths = (d_n, cfg.v_head_dim, d_n + d_r)              # a key, a value, a key with its rotary part
+        per_token = {(S, w) for w in widths} | {(w, S) for w in widths}
+        built = sorted(per_token & watch.shapes)
+        if built:
+            raise Wrong(f"your function builds a tensor of shape {list(built[0])}: a key or a value for "
+                        f"every one of the S = {S} cached tokens, which the absorbed form never makes",
+                        hint="q_c = W_uk^T q_n scores the latents directly (c q_c), and W_uv multiplies the "
+                             "averaged latent p c, one vector of d_c numbers.")
+        expect_tensor(f"head {h}'s output", out, (cfg.v_head_dim,), dtype=F64)
         if not matches(ref[h], out):
             for explanation, wrong in known.items():
                 if matches(wrong[h], out):
-                    raise Wrong(f"head {h}'s output differs from the explicit attention: {explanation}.")
+                    raise Wrong(f"head {h}'s output differs from the explicit attention",
+                                hint=explanation[0].upper() + explanation[1:] + ".")
         worst = max(worst, expect_close(
             f"head {h}'s output", ref[h], out, row_dim=0,
             hint="Hint: q_c = W_uk^T q_n [d_c]; scores (c q_c + k_r q_r) / sqrt(d_n + d_r) [S]; softmax "
@@ -76,16 +88,17 @@ def check_merged_output(merged_output):
     a = torch.randn(7, H, d_c, dtype=F64)                        # 7 sets of per-head latent averages
     ref = layer.o_proj(torch.einsum("hvc,nhc->nhv", W_uv, a).reshape(7, -1))   # W_o [W_uv,1 a_1; ...]
     W_ov = attempt(merged_output, layer)
-    expect_tensor("W_ov", W_ov, (cfg.hidden_size, H * d_c))
+    expect_tensor("W_ov", W_ov, (cfg.hidden_size, H * d_c), dtype=F64)
     out = a.reshape(7, -1) @ W_ov.T
     if not matches(ref, out):
         head_major = W_ov.view(cfg.hidden_size, d_c, H).transpose(1, 2).reshape(cfg.hidden_size, -1)
         if matches(ref, a.reshape(7, -1) @ head_major.T):
-            raise Wrong("W_ov has the right numbers in the wrong column order: column h·d_c + c must belong "
-                        "to head h, latent channel c (head-major, like [a_1; ...; a_H]), not c·H + h.")
+            raise Wrong("W_ov has the right numbers in the wrong column order", hint="Column h·d_c + c must "
+                        "belong to head h, latent channel c (head-major, like [a_1; ...; a_H]), not c·H + h.")
         if matches(layer.o_proj(torch.einsum("hvc,nhc->nhv", W_uk, a).reshape(7, -1)), out):
-            raise Wrong("you merged W_uk, the key up-projection; the output side needs W_uv (the second "
-                        "part of each head's rows of kv_b_proj, as layer.up_projections() returns it).")
+            raise Wrong("W_ov a differs from W_o (W_uv a)", hint="You merged W_uk, the key up-projection; "
+                        "the output side needs W_uv (the second part of each head's rows of kv_b_proj, as "
+                        "layer.up_projections() returns it).")
     err = expect_close("W_ov a", ref, out, row_dim=0,
                        hint="Hint: W_ov = W_o times the block-diagonal matrix whose h-th block is W_uv,h "
                             "[d_v, d_c]; view W_o as [hidden, H, d_v] to see which columns meet which head.")

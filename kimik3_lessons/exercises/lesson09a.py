@@ -5,7 +5,7 @@ import random
 import torch
 
 from kimik3_lessons import moe
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import Watch, Wrong, attempt, exercise, expect_close, expect_tensor
 
 
 def _mix(layer, x, idx, weights):
@@ -34,8 +34,11 @@ def check_sparse_moe(sparse_moe):
         calls.append((int(e), x_e.shape[0]))
         return layer.expert(int(e), x_e)
 
-    out = attempt(sparse_moe, x, layer.router.weight, layer.score_bias, k, expert)
-    expect_tensor("y", out, ref.shape)
+    with Watch(forbid=[moe.LatentMoE.dense_forward, moe.LatentMoE.forward]) as watch:
+        out = attempt(sparse_moe, x.clone(), layer.router.weight, layer.score_bias, k, expert)
+    watch.verdict("route, group by expert and scatter back yourself, calling `expert` once per expert.",
+                  "`sparse_moe`")
+    expect_tensor("y", out, ref.shape, dtype=torch.float64)
     # The classic mistakes, computed here so the verdict can name the one that was made.
     raw_idx = s.topk(k).indices
     raw_p = s.gather(-1, raw_idx)
@@ -51,7 +54,7 @@ def check_sparse_moe(sparse_moe):
     }
     for what, y_wrong in mistakes.items():
         if (out - y_wrong).abs().max() <= 1e-9 * y_wrong.abs().max():
-            raise Wrong(f"y is what you get when {what}.")
+            raise Wrong("y differs from dense_forward", hint=f"y is what you get when {what}.")
     err = expect_close("y", ref, out, rtol=1e-10, row_dim=0,
                        hint="Hint: s = sigmoid(x W_r^T); chosen = top_k(s + b); "
                             "p = s[chosen] / sum s[chosen]; y_n = sum_j p_nj E_j(x_n).")
@@ -61,13 +64,14 @@ def check_sparse_moe(sparse_moe):
     again = {e: c for e, c in times.items() if c > 1}
     if again:
         e, c = next(iter(again.items()))
-        raise Wrong(f"the output is right, but expert {e} was called {c} times: group its tokens and run it "
-                    f"once on all of them (one matrix multiply per expert).")
+        raise Wrong(f"the output is right, but expert {e} was called {c} times", hint="group its tokens and "
+                    "run it once on all of them (one matrix multiply per expert).")
     rows = sum(n for _, n in calls)
     if rows != N * k:
-        raise Wrong(f"the output is right, but the experts ran on {rows} token rows in all; sparse dispatch "
-                    f"runs each of the N·k = {N * k} (token, expert) pairs once. Running every expert on "
-                    f"every token ({N * E} rows) is the dense reference.")
+        raise Wrong(f"the output is right, but the experts ran on {rows} token rows in all, not the "
+                    f"N·k = {N * k} (token, expert) pairs",
+                    hint=f"sparse dispatch runs each pair once; running every expert on every token "
+                         f"({N * E} rows) is the dense reference.")
     used = sum(1 for _, n in calls if n)
     return (f"equals dense_forward (relative error {err:.0e}); {used} experts ran once each, "
             f"on {rows} token rows in all")
@@ -79,7 +83,12 @@ def check_update_bias_proportional(update_bias_proportional):
     bias = torch.randn(E) * 0.1
     load = torch.randint(0, 500, (E,))
     mean = load.float().mean()
-    out = attempt(update_bias_proportional, bias.clone(), load.clone(), rate)
+    given = bias.clone()
+    out = attempt(update_bias_proportional, given, load.clone(), rate)
+    if not torch.equal(given, bias):
+        raise Wrong("your function changed the bias it was given (an in-place update such as b += ...)",
+                    hint="return a new tensor, score_bias + rate * (mean - load) / mean; the caller decides "
+                         "when to copy it in.")
     expect_tensor("the new bias", out, (E,))
     expect_close("the new bias", bias + rate * (mean - load) / mean, out, rtol=1e-6, row_dim=0,
                  hint="Hint: b_e + rate (mean load - load_e) / mean load: up for idle experts, down for busy "
@@ -98,5 +107,5 @@ def check_update_bias_proportional(update_bias_proportional):
     after = layer.expert_load(held_out).max() / share
     if not after < 1.5:
         raise Wrong(f"the busiest expert still has {after:.2f}× its share after 40 updates "
-                    f"(before: {before:.2f}×).")
+                    f"(before: {before:.2f}×)")
     return f"busiest expert {before:.1f}× its share before, {after:.2f}× after 40 updates (held-out tokens)"

@@ -5,7 +5,7 @@ import random
 import torch
 
 from kimik3_lessons import attnres
-from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor
+from kimik3_lessons.exercises import Watch, Wrong, attempt, exercise, expect_close, expect_pair, expect_tensor
 
 
 def _count(n, what):
@@ -25,27 +25,30 @@ def check_depth_mix(depth_mix):
     g = 1 + 0.3 * torch.randn(D, dtype=torch.float64)
     eps = 1e-6
     h_ref, alpha_ref = attnres.attn_res(w, list(V), g, eps, return_weights=True)
-    out = attempt(depth_mix, w, V.clone(), g, eps)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise Wrong(f"return a pair (h, alpha), got {type(out).__name__}")
-    h, alpha = out
+    with Watch(forbid=[attnres.attn_res, attnres.BlockAttnRes]) as watch:
+        out = attempt(depth_mix, w.clone(), V.clone(), g.clone(), eps)
+    watch.verdict("write the RMS-normalized keys, the softmax over depth and the weighted sum yourself.",
+                  "`depth_mix`")
+    h, alpha = expect_pair("a pair (h, alpha)", out)
     expect_tensor("alpha", alpha, alpha_ref.shape)
     expect_tensor("h", h, h_ref.shape)
     # The classic mistakes, computed here so the verdict can name the one that was made.
     K = V / (V.pow(2).mean(-1, keepdim=True) + eps).sqrt() * g
     logits = K @ w
     if _close(alpha, (V @ w).softmax(0)) or _close(alpha, ((V * g) @ w).softmax(0)):
-        raise Wrong("alpha scores the raw sources: the keys are RMSNorm(v_i) (times the norm weight), so a "
-                    "large source does not win by its size.")
+        raise Wrong("alpha differs from attn_res's", hint="alpha scores the raw sources: the keys are "
+                    "RMSNorm(v_i) (times the norm weight), so a large source does not win by its size.")
     for dim in (1, 2):
         if _close(alpha, logits.softmax(dim)):
-            raise Wrong(f"alpha is a softmax over dimension {dim} (batch or tokens): the softmax runs over "
-                        f"depth, the sources (dimension 0), separately for every token.")
+            raise Wrong("alpha differs from attn_res's", hint=f"alpha is a softmax over dimension {dim} "
+                        f"(batch or tokens): the softmax runs over depth, the sources (dimension 0), "
+                        f"separately for every token.")
     err_alpha = expect_close("alpha", alpha_ref, alpha, rtol=1e-9, row_dim=0,
                              hint="Hint: k_i = v_i / sqrt(mean(v_i²) + eps) * g; "
                                   "alpha = softmax over i of w · k_i.")
     if _close(h, (alpha_ref.unsqueeze(-1) * K).sum(0)):
-        raise Wrong("h mixes the normalized keys: the values are the raw sources v_i.")
+        raise Wrong("h differs from attn_res's", hint="h mixes the normalized keys: the values are the raw "
+                    "sources v_i.")
     err_h = expect_close("h", h_ref, h, rtol=1e-9, row_dim=1,
                          hint="Hint: h = sum_i alpha_i v_i (the raw sources).")
     return f"equals attn_res (relative errors {err_alpha:.0e} for alpha, {err_h:.0e} for h)"
@@ -69,7 +72,11 @@ def check_block_sources(block_sources):
         embedding = torch.randn(3, D, dtype=torch.float64)
         outputs = [torch.randn(3, D, dtype=torch.float64) for _ in range(2 * num_layers)]
         for p, ref in enumerate(_walk(embedding, outputs, block_size)):
-            got = attempt(block_sources, embedding, list(outputs), block_size, p)
+            with Watch(forbid=[attnres.BlockSums, attnres.BlockSums.add_sublayer_output,
+                               attnres.BlockAttnRes]) as watch:
+                got = attempt(block_sources, embedding, list(outputs), block_size, p)
+            watch.verdict("sum the blocks from the list of outputs yourself, as the definition reads.",
+                          "`block_sources`")
             where = f"mix point {p} ({num_layers} layers, blocks of {_count(block_size, 'layer')})"
             if not isinstance(got, (list, tuple)) or len(got) != len(ref):
                 n = len(got) if isinstance(got, (list, tuple)) else type(got).__name__
@@ -91,7 +98,10 @@ def check_n_sources(n_sources):
         outputs = [torch.zeros(1)] * (2 * num_layers)
         ref = [len(s) for s in _walk(torch.zeros(1), outputs, block_size)]
         for p, n in enumerate(ref):
-            got = attempt(n_sources, num_layers, block_size, p)
+            with Watch(forbid=[attnres.BlockSums, attnres.BlockAttnRes]) as watch:
+                got = attempt(n_sources, num_layers, block_size, p)
+            watch.verdict("count from num_layers, block_size and p alone, without running BlockSums.",
+                          "`n_sources`")
             if got != n:
                 raise Wrong(f"mix point {p} of {num_layers} layers in blocks of {block_size}: BlockSums "
                             f"holds {_count(n, 'source')}, you said {got}. Hint: the embedding + the "

@@ -7,44 +7,77 @@ import random
 import torch
 
 from kimik3_lessons import kimik3
-from kimik3_lessons.exercises import Wrong, attempt, exercise
+from kimik3_lessons.exercises import CacheSpy, Watch, Wrong, attempt, exercise
 
 
 def random_configs(n):
-    """The full and tiny configurations, then n fresh ones with other numbers of cycles and KDA layers."""
+    """The full and tiny configurations, the article's (the full one without its last MLA layer), then n
+    fresh ones with other numbers of cycles and KDA layers, with and without the last MLA layer."""
     full, tiny = kimik3.KimiK3Config.full(), kimik3.KimiK3Config.tiny()
-    configs = [full, tiny]
-    for _ in range(n):
+    configs = [full, tiny, dataclasses.replace(full, final_mla=False)]
+    for i in range(n):
         configs.append(dataclasses.replace(random.choice((full, tiny)), num_cycles=random.randint(1, 30),
-                                           kda_per_cycle=random.randint(0, 7), first_dense_layers=1))
+                                           kda_per_cycle=random.randint(0, 7), first_dense_layers=1,
+                                           final_mla=bool(i % 2)))
     return configs
+
+
+def _shapes_of_latent_and_state(config):
+    """(the KDA states' numbers, the MLA latents' numbers per token) of a configuration."""
+    kinds = kimik3.layer_kinds(config)
+    return (kinds.count("kda") * config.kda_config().state_numbers,
+            kinds.count("mla") * (config.kv_lora_rank + config.qk_rope_head_dim))
+
+
+def exact_crossover_config():
+    """A configuration whose states are a whole number of tokens of latents: at that T they weigh the same,
+    so the first T with more latent bytes is one further (a `ceil` answer stops one token short here)."""
+    full = kimik3.KimiK3Config.full()
+    exact = []
+    for cycles in range(1, 31):
+        for kda_per_cycle in range(1, 8):
+            for final_mla in (False, True):
+                config = dataclasses.replace(full, num_cycles=cycles, kda_per_cycle=kda_per_cycle,
+                                             first_dense_layers=1, final_mla=final_mla)
+                states, per_token = _shapes_of_latent_and_state(config)
+                if states % per_token == 0:
+                    exact.append(config)
+    return random.choice(exact)
 
 
 @exercise("11.1", "layer_kinds", "the layer schedule of KimiK3", difficulty=1)
 def check_layer_kinds(layer_kinds):
     for config in random_configs(6):
         ref = kimik3.layer_kinds(config)
-        out = attempt(layer_kinds, config)
-        shape = f"num_cycles = {config.num_cycles}, kda_per_cycle = {config.kda_per_cycle}"
+        with Watch(forbid=[kimik3.layer_kinds]) as watch:
+            out = attempt(layer_kinds, config)
+        watch.verdict("build the list from num_cycles, kda_per_cycle and final_mla.", "`layer_kinds`")
+        shape = (f"num_cycles = {config.num_cycles}, kda_per_cycle = {config.kda_per_cycle}, "
+                 f"final_mla = {config.final_mla}")
         if not isinstance(out, (list, tuple)) or not all(kind in ("kda", "mla") for kind in out):
             raise Wrong(f"return a list of 'kda' and 'mla', one per layer; got {str(out)[:60]} for {shape}")
         if len(out) != len(ref):
             raise Wrong(f"for {shape}: {len(out)} layers, expected {len(ref)} = num_layers. Hint: after the "
-                        f"cycles comes one more MLA layer.")
+                        f"cycles comes one more MLA layer when config.final_mla is true, none when it is "
+                        f"false.")
         if list(out) != ref:
             first = next(i for i, (a, b) in enumerate(zip(out, ref, strict=True)) if a != b)
             raise Wrong(f"for {shape}: layer {first + 1} (1-based) is '{out[first]}', expected "
                         f"'{ref[first]}'. Hint: each cycle is kda_per_cycle KDA layers, then its MLA layer.")
-    return "the schedule matches kimik3.layer_kinds on 8 configurations (full, tiny and 6 random)"
+    return ("the schedule matches kimik3.layer_kinds on 9 configurations (full, tiny, the article's 92 "
+            "layers with final_mla=False, and 6 random)")
 
 
 @exercise("11.2", "crossover_tokens", "where the MLA latents outweigh the KDA states", difficulty=2)
 def check_crossover_tokens(crossover_tokens):
-    for config in random_configs(4):
+    for config in random_configs(4) + [exact_crossover_config()]:
         states = kimik3.decode_memory_bytes(config, 0)
         latents = lambda n, config=config, states=states: kimik3.decode_memory_bytes(config, n) - states
-        out = attempt(crossover_tokens, config)
-        if not isinstance(out, int):
+        with Watch(forbid=[kimik3.decode_memory_bytes]) as watch:
+            out = attempt(crossover_tokens, config)
+        watch.verdict("from the shapes alone: the states' numbers and the latents' numbers per token.",
+                      "`crossover_tokens`")
+        if not isinstance(out, int) or isinstance(out, bool):
             raise Wrong(f"return an int number of tokens, got {type(out).__name__}")
         if config.kda_per_cycle and not latents(out - 1) <= states < latents(out):
             raise Wrong(f"for num_cycles = {config.num_cycles}, kda_per_cycle = {config.kda_per_cycle}: at "
@@ -52,7 +85,8 @@ def check_crossover_tokens(crossover_tokens):
                         f"{latents(out - 1):,}, against {states:,} bytes of KDA states. Hint: a KDA layer's "
                         f"state is KDAConfig.state_numbers (S and the convolution tails), and you want the "
                         f"first T with more latent bytes, not an equal or smaller amount.")
-    return f"{crossover_tokens(kimik3.KimiK3Config.full()):,} tokens for KimiK3, right on 6 configurations"
+    return (f"{attempt(crossover_tokens, kimik3.KimiK3Config.full()):,} tokens for KimiK3, right on 8 "
+            f"configurations (one where the states are a whole number of tokens of latents)")
 
 
 def greedy_without_cache(model, idx, n):
@@ -69,11 +103,13 @@ def check_generate(generate):
     model = kimik3.KimiK3(tiny).double()
     with torch.no_grad():                      # move AttnRes off its uniform start, so every path matters
         model.attn_res.queries.normal_(0, 0.5)
-    prompt = torch.randint(0, tiny.vocab_size, (2, random.randint(3, 20)))
-    n = random.randint(6, 12)
+    prompt = torch.randint(0, tiny.vocab_size, (2, random.randint(3, 12)))
+    n = random.randint(5, 9)
+    hint = "feed the prompt once, then only the newest token, with the cache the last call returned."
+    spy = CacheSpy(model, hint)
     with torch.no_grad():
+        out = attempt(generate, spy, prompt.clone(), n)
         ref = greedy_without_cache(model, prompt, n)
-        out = attempt(generate, model, prompt, n)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(ref.shape):
         got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise Wrong(f"return the prompt and the {n} new tokens, [B, T + n] = {list(ref.shape)}; got {got}")
@@ -81,6 +117,11 @@ def check_generate(generate):
         raise Wrong("the output must start with the prompt itself")
     if not torch.equal(out, ref):
         first = int((out != ref).any(0).nonzero()[0]) - prompt.shape[1]
-        raise Wrong(f"new token {first + 1} of {n} differs from decoding without a cache. Hint: feed the "
-                    f"prompt once, then only the newest token, with the cache the last call returned.")
-    return f"{n} tokens after a prompt of {prompt.shape[1]} equal decoding without a cache"
+        raise Wrong(f"new token {first + 1} of {n} differs from decoding without a cache", hint=hint)
+    B, T = prompt.shape
+    if spy.tokens_fed > B * (T + n):
+        raise Wrong(f"right tokens, but your loop fed the model {spy.tokens_fed} token positions; with the "
+                    f"cache it needs at most {B * (T + n)} (the prompt once, then one token per step)",
+                    hint=hint)
+    return (f"{n} tokens after a prompt of {T} equal decoding without a cache, from {spy.tokens_fed} token "
+            f"positions fed")

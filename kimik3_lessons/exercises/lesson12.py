@@ -6,7 +6,7 @@ import random
 import torch
 
 from kimik3_lessons import mqar
-from kimik3_lessons.exercises import Wrong, attempt, exercise
+from kimik3_lessons.exercises import Watch, Wrong, attempt, exercise, expect_pair
 
 
 def random_pairs(B, P, seq_len, vocab_size=64, first_query=None):
@@ -22,9 +22,11 @@ def check_mqar_layout(mqar_layout):
     B, P, T = random.randint(2, 5), random.randint(2, 8), random.randint(40, 70)
     keys, values, queries = random_pairs(B, P, T)
     ref_in, ref_tg = mqar.mqar_layout(keys, values, queries, T)
-    out = attempt(mqar_layout, keys.clone(), values.clone(), queries.clone(), T)
-    if not isinstance(out, tuple) or len(out) != 2:
-        raise Wrong(f"return a pair (inputs, targets), got {type(out).__name__}")
+    with Watch(forbid=[mqar.mqar_layout, mqar.mqar_batch]) as watch:
+        out = attempt(mqar_layout, keys.clone(), values.clone(), queries.clone(), T)
+    watch.verdict("fill the two [B, seq_len] tensors yourself (torch.full, slicing, scatter).",
+                  "`mqar_layout`")
+    out = expect_pair("a pair (inputs, targets)", out)
     for what, ref, got, hint in (
             ("inputs", ref_in, out[0], "pair i at positions 2i, 2i + 1; key i again at queries[:, i]; "
                                        "BLANK everywhere else, and never the value after the pairs"),
@@ -35,7 +37,8 @@ def check_mqar_layout(mqar_layout):
             raise Wrong(f"{what} should be a tensor [B, seq_len] = {list(ref.shape)}, got {shape}")
         if not torch.equal(got.long(), ref):
             b, t = (got.long() != ref).nonzero()[0].tolist()
-            raise Wrong(f"{what}[{b}, {t}] is {got[b, t].item()}, expected {ref[b, t].item()}. Hint: {hint}.")
+            raise Wrong(f"{what}[{b}, {t}] is {got[b, t].item()}, expected {ref[b, t].item()}",
+                        hint=hint + ".")
     return f"{B} sequences of {T} tokens with {P} pairs laid out exactly"
 
 
@@ -49,7 +52,10 @@ def check_query_distances(query_distances):
         inputs, targets = mqar.mqar_batch(task, random.randint(3, 6))
         ref = mqar.query_distances(inputs, targets, P)
         in_order = bool(((ref + 2 * torch.arange(P) + 1).diff(dim=-1) > 0).all())
-    out = attempt(query_distances, inputs.clone(), targets.clone(), P)
+    with Watch(forbid=[mqar.query_distances]) as watch:
+        out = attempt(query_distances, inputs.clone(), targets.clone(), P)
+    watch.verdict("find the queries (targets != IGNORE) and the key each one asks yourself.",
+                  "`query_distances`")
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(ref.shape):
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise Wrong(f"return a tensor [B, num_pairs] = {list(ref.shape)}, got {shape}")
@@ -70,7 +76,10 @@ def check_state_numbers(state_numbers):
                                    conv_size=random.randint(2, 5))
         seq_len = random.randint(10, 300)
         ref = mqar.state_numbers(config, seq_len)
-        out = attempt(state_numbers, config, seq_len)
+        with Watch(forbid=[mqar.state_numbers]) as watch:
+            out = attempt(state_numbers, config, seq_len)
+        watch.verdict("count each layer's numbers from the configuration's shapes yourself.",
+                      "`state_numbers`")
         if not isinstance(out, (list, tuple)) or len(out) != len(ref):
             raise Wrong(f"return a list with one number per layer ({len(ref)} for {mixer}), "
                         f"got {str(out)[:60]}")

@@ -1,0 +1,335 @@
+"""The chunked form of every mixer as Triton kernels: the shared device functions, the scan and output
+kernels the four mixers share, and the one launcher (`launch_chunked`). The PyTorch contract the kernels
+keep (shapes, dtypes, chunks) is `contract`; each lesson module adds its own intra-chunk kernel.
+
+For chunk n (C rows), with S_n the state before it, every mixer of the course computes
+
+    U'_n    = U_n - W_n S_n                 the delta rule's correction (linear attention: U'_n = V_n)
+    S_{n+1} = d_n * S_n + Kd_n^T U'_n        d_n [K]: what each key row of the state keeps across the chunk
+    O_n     = Qd_n S_n + A_n U'_n            earlier chunks through the state, this chunk directly
+
+and everything there but S_n comes from chunk n alone: A_n = the intra-chunk scores tril(Q K^T) (with the
+decay, for gated mixers), W_n and U_n the WY form of the delta rule (lesson 05), Qd_n, Kd_n the queries and
+keys decayed to the chunk's start and end, d_n = exp(G_C). So each mixer runs three kernels, like the
+three steps of its PyTorch `chunked`:
+  1. the lesson's *intra-chunk kernel* (`Mixer.intra_chunk_kernel`), one program per (chunk, head), every
+     chunk in parallel, writes A_n [C, C] (and W_n, U_n, Qd_n, Kd_n, d_n where the mixer has them);
+  2. `chunk_scan_kernel`, shared by the four, one program per (block of BV value columns, head), walks the
+     chunks in order with its [K, BV] slice of S on chip, and writes S_n and U'_n for every chunk;
+  3. `chunk_output_kernel`, shared, one program per (block of BR rows, value block, head), computes O_n.
+
+How the kernels are written (every kernel of the course keeps these rules):
+  - names: a lowercase name is a pointer (q, a_qk, u_new) or an index vector or mask (t, r, cols, lower);
+    a Capitalized name is a tile of values on chip (Q_n, A, L_inv, G, Beta, S_top). Pointer names are the
+    tensors' names below; a tile of a tensor x is X (the chunk's rows: X_n; rows t: X_t).
+  - arguments: one per line, in groups: pointers (inputs, then outputs), sizes, switches. T is a runtime
+    size everywhere (a new length does not recompile); K and V are compile-time in the scan and output
+    kernels, whose tiles they size, and runtime in the intra-chunk kernels, which walk K and V in slices
+    (there a compile-time K lets the compiler unroll the walk, and hold up to 2.6 times the registers).
+    Block sizes and switches are compile-time; each switch that is off leaves a tensor unread.
+  - loops: a loop whose bound is a runtime size (N = cdiv(T, C) chunks, K / SLICE slices) is a `while`,
+    not a `range`: the interpreters of triton <= 3.6 cannot take a runtime bound in range() with
+    numpy >= 2.4 (they hold the size as a one-element array). Loops over compile-time sizes use range().
+  - tensors: contiguous float32 [B*H, ...]: head bh starts bh * (its row size) numbers in; every product
+    accumulates in float32. PRECISION is how `tl.dot` multiplies: "ieee" full float32, "tf32" tensor cores.
+  - block sizes: SLICE = 16 columns of K or V read at a time inside a chunk (the intra-chunk kernels); in the
+    scan and output kernels BK key rows of the state per tile (at most 64: two tiles, S_top and S_bottom,
+    when K = 128, the switch SPLIT_K), BV value columns per program and BR rows of a chunk at a time.
+
+The tensors, by the names the kernels give them:
+    inputs        q, k [B*H, T, K]; v [B*H, T, V]; beta [B*H, T]; g_cum [B*H, N*C] or [B*H, N*C, K]: the log
+                  decay summed inside each chunk, G = cumsum(g), computed by the launcher (one PyTorch line)
+    intra-chunk   a_qk [B*H, T, C]; w, qd, kd [B*H, T, K]; u [B*H, T, V]; decay [B*H, N, K]
+    the walk      s0, s_out [B*H, K, V]; h [B*H, N, K, V] (S_n); u_new [B*H, T, V] (U'_n); o [B*H, T, V]
+Every tile is small, so nothing spills out of registers on a T4, an A100 or an H100, even when the products
+run in plain float32 (`python -m kimik3_lessons compile-kernels` compiles every kernel for them and checks).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kimik3_lessons import contract
+
+# Tiles, and how the kernels are launched. A product whose tiles are 64 x 64 x 64 in plain float32 (no
+# tensor cores: a T4, or "ieee" anywhere) already needs most of a thread's 255 registers, so the kernels
+# multiply thin slices: 16 columns of K or V inside a chunk, 16 rows of a chunk at a time in the walk.
+# maxnreg lets a thread use all the 255 registers it can have: left to itself, ptxas sometimes
+# caps a large kernel at 128 and spills the rest. The output kernel runs 8 warps: with 4 each thread held
+# 254 of its 255 registers, and a compiler release needing a few more would have spilled.
+SLICE = 16
+LAUNCH = {"intra": dict(num_warps=8, num_stages=1, maxnreg=255),
+          "scan": dict(num_warps=8, num_stages=1, maxnreg=255),
+          "output": dict(num_warps=8, num_stages=1, maxnreg=255)}
+# A tensor a kernel may be given in place of one the mixer does not have, and the switch that, off, keeps
+# the kernel from reading it (see `launch`).
+READ_ONLY_UNDER = {"w": "DELTA", "decay": "DECAY", "s0": "HAS_S0"}
+
+
+def block_sizes(K, V):
+    """Tile sizes for head dims K, V: the state's key rows in blocks of BK <= 64 (two blocks, SPLIT_K,
+    when 64 < K <= 128), its value columns split over programs in blocks of BV = 16, the chunk's rows
+    walked BR = 16 at a time."""
+    if K > 128:
+        raise ValueError(f"the Triton kernels hold at most 128 key channels (two blocks of 64), got K = {K}")
+    BK = min(64, max(16, triton.next_power_of_2(K)))
+    return dict(BK=BK, BV=SLICE, BR=SLICE, SPLIT_K=K > BK)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Device functions every kernel uses
+
+
+@triton.jit
+def load_rows(x, t, cols, T, width):
+    """The tile X [len(t), len(cols)] of row-major [T, width] matrix x at rows t, columns cols; 0 outside."""
+    return tl.load(x + t[:, None] * width + cols[None, :], mask=(t[:, None] < T) & (cols[None, :] < width),
+                   other=0.0)
+
+
+@triton.jit
+def store_rows(x, t, cols, T, width, X):
+    """Write the tile X at rows t, columns cols of a row-major [T, width] matrix x (not what is outside)."""
+    tl.store(x + t[:, None] * width + cols[None, :], X, mask=(t[:, None] < T) & (cols[None, :] < width))
+
+
+@triton.jit
+def dot_rows(x, y, t, T, K, C: tl.constexpr, SLICE: tl.constexpr, PRECISION: tl.constexpr):
+    """X Y^T [C, C] for the rows t of x, y [T, K] (a chunk's scores, e.g. Q K^T), summed over K in slices
+    of SLICE columns so that no tile is wider than SLICE."""
+    XY = tl.zeros([C, C], dtype=tl.float32)
+    k0 = 0
+    while k0 < K:               # a loop over a runtime size: see "loops" above
+        cols = k0 + tl.arange(0, SLICE)
+        X = load_rows(x, t, cols, T, K)
+        Y = load_rows(y, t, cols, T, K)
+        XY += tl.dot(X, tl.trans(Y), input_precision=PRECISION)
+        k0 += SLICE
+    return XY
+
+
+@triton.jit
+def times_state(x, t, T, K: tl.constexpr, S_top, S_bottom, BK: tl.constexpr, SPLIT_K: tl.constexpr,
+                PRECISION: tl.constexpr):
+    """X S for the rows t of x [T, K] and the state S = [S_top; S_bottom] (key rows 0..BK-1, BK..2BK-1):
+    a product over K in blocks of BK. Without SPLIT_K the state is S_top alone (S_bottom is not read)."""
+    cols = tl.arange(0, BK)
+    XS = tl.dot(load_rows(x, t, cols, T, K), S_top, input_precision=PRECISION)
+    if SPLIT_K:
+        XS += tl.dot(load_rows(x, t, BK + cols, T, K), S_bottom, input_precision=PRECISION)
+    return XS
+
+
+# ---------------------------------------------------------------------------------------------------
+# The two kernels the four mixers share
+
+
+@triton.jit
+def chunk_scan_kernel(
+    # pointers: inputs
+    w,          # [B*H, T, K]     W_n (read under DELTA)
+    u,          # [B*H, T, V]     U_n (V_n without the delta rule)
+    kd,         # [B*H, T, K]     Kd_n, the keys decayed to their chunk's end (K_n without decay)
+    decay,      # [B*H, N, K]     d_n (read under DECAY)
+    s0,         # [B*H, K, V]     the initial state (read under HAS_S0)
+    # pointers: outputs
+    h,          # [B*H, N, K, V]  S_n, the state chunk n starts from
+    u_new,      # [B*H, T, V]     U'_n (written under DELTA)
+    s_out,      # [B*H, K, V]     the final state
+    # sizes
+    T,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    C: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BR: tl.constexpr,
+    # switches
+    SPLIT_K: tl.constexpr,
+    DELTA: tl.constexpr,
+    DECAY: tl.constexpr,
+    HAS_S0: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """The walk over chunks n = 0, 1, ... of one head, for value columns i_v*BV ... i_v*BV + BV - 1:
+
+        h_n  = S                      the state chunk n starts from, written for the output kernel
+        U'_n = U_n - W_n S            (DELTA, written to u_new; else U'_n = U_n, which is V_n)
+        S   <- d_n * S + Kd_n^T U'_n  (DECAY multiplies key row r of S by d_n[r]; else d_n = 1)
+
+    S stays on chip from s0 (or zeros) to s_out, as one [BK, BV] tile or, when K > BK (SPLIT_K), as two:
+    the key rows 0..BK-1 (S_top) and BK..K-1 (S_bottom). The chunk's rows are taken BR at a time (each
+    row of U' needs only its own row of W; the update sums over rows). Rows past T read as zeros.
+    """
+    i_v = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    cols_k = tl.arange(0, BK)
+    cols_v = i_v * BV + tl.arange(0, BV)
+    N = tl.cdiv(T, C)
+    w += bh * T * K
+    u += bh * T * V
+    kd += bh * T * K
+    decay += bh * N * K
+    s0 += bh * K * V
+    h += bh * N * K * V
+    u_new += bh * T * V
+    s_out += bh * K * V
+    S_top = tl.zeros([BK, BV], dtype=tl.float32)
+    S_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+    if HAS_S0:
+        S_top += load_rows(s0, cols_k, cols_v, K, V)
+        if SPLIT_K:
+            S_bottom += load_rows(s0, BK + cols_k, cols_v, K, V)
+    n = 0
+    while n < N:                # a loop over a runtime size: see "loops" above
+        store_rows(h + n * K * V, cols_k, cols_v, K, V, S_top)
+        if SPLIT_K:
+            store_rows(h + n * K * V, BK + cols_k, cols_v, K, V, S_bottom)
+        dS_top = tl.zeros([BK, BV], dtype=tl.float32)
+        dS_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+        for r0 in range(0, C, BR):
+            t = n * C + r0 + tl.arange(0, BR)
+            U_t = load_rows(u, t, cols_v, T, V)
+            if DELTA:
+                U_t -= times_state(w, t, T, K, S_top, S_bottom, BK, SPLIT_K, PRECISION)
+                store_rows(u_new, t, cols_v, T, V, U_t)
+            dS_top += tl.dot(tl.trans(load_rows(kd, t, cols_k, T, K)), U_t, input_precision=PRECISION)
+            if SPLIT_K:
+                dS_bottom += tl.dot(tl.trans(load_rows(kd, t, BK + cols_k, T, K)), U_t,
+                                    input_precision=PRECISION)
+        if DECAY:
+            S_top *= tl.load(decay + n * K + cols_k, mask=cols_k < K, other=1.0)[:, None]
+            if SPLIT_K:
+                S_bottom *= tl.load(decay + n * K + BK + cols_k, mask=BK + cols_k < K, other=1.0)[:, None]
+        S_top += dS_top
+        S_bottom += dS_bottom
+        n += 1
+    store_rows(s_out, cols_k, cols_v, K, V, S_top)
+    if SPLIT_K:
+        store_rows(s_out, BK + cols_k, cols_v, K, V, S_bottom)
+
+
+@triton.jit
+def chunk_output_kernel(
+    # pointers: inputs
+    a_qk,       # [B*H, T, C]     A_n, the chunk's scores
+    qd,         # [B*H, T, K]     Qd_n, the queries decayed to their chunk's start (Q_n without decay)
+    h,          # [B*H, N, K, V]  S_n
+    u_new,      # [B*H, T, V]     U'_n
+    # pointers: outputs
+    o,          # [B*H, T, V]
+    # sizes
+    T,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    C: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BR: tl.constexpr,
+    # switches
+    SPLIT_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """O_n = Qd_n S_n + A_n U'_n for rows i_r*BR ... i_r*BR + BR - 1 (in chunk n), value columns of block i_v:
+    the earlier chunks through the state the chunk started from (h_n), this chunk through its scores.
+    One program per (block of BR rows, value block, head): every chunk at once. The row blocks are the
+    grid's first axis, which holds 2^31 - 1 programs (the others hold 65,535): any length fits."""
+    i_r = tl.program_id(0)
+    i_v = tl.program_id(1)
+    bh = tl.program_id(2).to(tl.int64)
+    cols_k = tl.arange(0, BK)
+    cols_v = i_v * BV + tl.arange(0, BV)
+    N = tl.cdiv(T, C)
+    n = i_r * BR // C
+    t = i_r * BR + tl.arange(0, BR)
+    chunk = n * C + tl.arange(0, C)
+    a_qk += bh * T * C
+    qd += bh * T * K
+    h += (bh * N + n) * K * V
+    u_new += bh * T * V
+    o += bh * T * V
+    S_top = load_rows(h, cols_k, cols_v, K, V)
+    S_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+    if SPLIT_K:
+        S_bottom = load_rows(h, BK + cols_k, cols_v, K, V)
+    O_t = times_state(qd, t, T, K, S_top, S_bottom, BK, SPLIT_K, PRECISION)
+    O_t += tl.dot(load_rows(a_qk, t, tl.arange(0, C), T, C), load_rows(u_new, chunk, cols_v, T, V),
+                  input_precision=PRECISION)
+    store_rows(o, t, cols_v, T, V, O_t)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The launcher
+
+
+def launches(intra_chunk_kernel, T, K, V, chunk_size, heads, *, delta, decay, has_s0, precision="ieee"):
+    """The three launches of a mixer's chunked form: [(step, kernel, grid, constexprs, options)], the
+    constexprs those the kernel takes. The launcher runs them; `gpu_targets` compiles the same ones.
+
+    heads = B * H. The switches say which tensors there are: delta (W, U'), decay (G, Qd, Kd, d_n),
+    has_s0 (an initial state); precision is how `tl.dot` multiplies."""
+    C = chunk_size
+    N = triton.cdiv(T, C)
+    sizes = block_sizes(K, V)
+    intra = dict(C=C, LOG_C=C.bit_length() - 1, SLICE=SLICE, PRECISION=precision)    # K, V: runtime
+    shared = dict(K=K, V=V, C=C, **sizes, DELTA=delta, DECAY=decay, HAS_S0=has_s0, PRECISION=precision)
+    value_blocks = triton.cdiv(V, sizes["BV"])
+    steps = [("intra", intra_chunk_kernel, (N, heads), intra),
+             ("scan", chunk_scan_kernel, (value_blocks, heads), shared),
+             ("output", chunk_output_kernel, (N * C // sizes["BR"], value_blocks, heads), shared)]
+    return [(step, kernel, grid, {n: value for n, value in constexprs.items() if n in kernel.arg_names},
+             LAUNCH[step]) for step, kernel, grid, constexprs in steps]
+
+
+def launch_chunked(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_state=None,
+                   input_precision="ieee"):
+    """Run `mixer`'s chunked form as Triton kernels: its intra-chunk kernel over all (chunk, head) pairs,
+    the shared `chunk_scan_kernel` over (value block, head), then `chunk_output_kernel` over (block of
+    rows, value block, head). The one launcher of the four mixers.
+
+    The tensors must be those the mixer's declaration (`contract.Mixer`) names (`check_inputs`), and the
+    kernels' switches come from the tensors given: DELTA from beta, DECAY from g, HAS_S0 from the initial
+    state. Checks the options and where the tensors are (`check_triton_options`, `check_triton_inputs`),
+    computes in float32 whatever the input dtype; returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]
+    float32).
+    """
+    B, H, T, K, V = contract.check_inputs(q, k, v, g, beta, initial_state, **mixer.switches)
+    contract.check_triton_options(chunk_size, input_precision)
+    contract.check_triton_inputs(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state)
+    out_dtype, C, N = v.dtype, chunk_size, triton.cdiv(T, chunk_size)
+    q, k, v, g, beta, s0 = (None if x is None else x.to(torch.float32).contiguous()
+                            for x in (q, k, v, g, beta, initial_state))
+    delta, decay = beta is not None, g is not None
+    # G = cumsum(g) inside each chunk, padded with g = 0 to whole chunks: [B, H, N*C] or [B, H, N*C, K]
+    g_cum = contract.split_chunks(g, C).cumsum(3).flatten(2, 3).contiguous() if decay else None
+    new = q.new_empty
+    u = new(B, H, T, V) if delta else v                  # without the delta rule U = V, and U' = U
+    tensors = dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
+                   w=new(B, H, T, K) if delta else None, u=u,
+                   qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
+                   decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),
+                   u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
+    for _, kernel, grid, constexprs, options in launches(mixer.intra_chunk_kernel, T, K, V, C, B * H,
+                                                         delta=delta, decay=decay, has_s0=s0 is not None,
+                                                         precision=input_precision):
+        launch(kernel, grid, tensors, options, **{"T": T, "K": K, "V": V, **constexprs})
+    return tensors["o"].to(out_dtype), tensors["s_out"]
+
+
+def launch(kernel, grid, tensors, options, **scalars):
+    """kernel[grid](...) with each argument taken by name: from `scalars` (sizes and switches) or `tensors`.
+
+    A tensor the kernel names but the mixer does not have (None) is allowed only where a switch that is
+    off keeps the kernel from reading it (`READ_ONLY_UNDER`); the kernel then gets q in its place (a
+    pointer it never follows). Anything else is a ValueError. `options`: num_warps, num_stages, maxnreg."""
+    args = {}
+    for name in kernel.arg_names:
+        value = scalars[name] if name in scalars else tensors[name]
+        if value is None:
+            switch = READ_ONLY_UNDER.get(name)
+            if switch is None or scalars.get(switch, True):
+                raise ValueError(f"{kernel.fn.__name__} reads {name}, which was not given "
+                                 f"(a kernel may skip a missing tensor only under a switch that is off)")
+            value = tensors["q"]
+        args[name] = value
+    kernel[grid](**args, **options)

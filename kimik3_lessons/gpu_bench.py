@@ -1,0 +1,213 @@
+"""What the `%%needs gpu` cells of lessons 03, 05b, 06, 07a and 09b compute, in one place: the same
+functions run on a GPU and in the rehearsal on a CPU (`lab.rehearsing()`, small sizes, our kernels
+interpreted, FLA's kernels replaced by `fla_stand_in`), so that CI runs every line a GPU cell runs.
+
+The comparison `compare` makes, for one mixer at one head size:
+
+- inputs: random q, k, v, beta (and g), rounded once to FLA's production dtype (`fla_dtype`: bfloat16 on
+  sm_80 and newer, float16 on a T4, sm_75), then given to every form: FLA gets them in that dtype, with the
+  log decay g in float32 as FLA's layers compute it; our forms get the same values in float32 (what they
+  accumulate in); the reference gets them in float64;
+- the reference: the float64 recurrence (the mixer's definition) on those values, outputs and final state;
+- the forms: the PyTorch `chunked` form (and the token-by-token `recurrent` where the lesson times it) in
+  float32, our Triton kernels in each precision this GPU has (`precisions`: "ieee" everywhere, "tf32" on
+  sm_80+), FLA's chunked kernel;
+- per form: the relative error of its outputs and of its final state against float64 (`lab.relative_error`:
+  max |error| / max |reference|), at the timed size; the median time of `lab.time_in_turn` (all forms
+  timed in turn), and that time as a multiple of FLA's.
+
+Each row is printed, checked against the tolerance of its precision (`TOLERANCE`), and, when
+$KIMIK3_GPU_RESULTS names a file, appended to it as one JSON line: `make test-gpu` collects them into
+benchmarks/results/gpu-<gpu name>.json (`write_table`).
+"""
+
+import functools
+import importlib
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kimik3_lessons import contract, fla_stand_in, lab, linear_attention, mixers
+
+# Mixer (a key of `mixers.MIXERS`, which gives its forms and inputs) -> FLA's entry point for it, and the
+# keywords that make FLA compute what ours computes (chunk_linear_attn normalizes by default).
+FLA = {"linear_attention": ("chunk_linear_attn", dict(normalize=False)), "deltanet": ("chunk_delta_rule", {}),
+       "gated_deltanet": ("chunk_gated_delta_rule", {}), "kda": ("chunk_kda", {})}
+
+# Largest relative error accepted against float64, by how a form multiplies. "ieee" and the PyTorch forms:
+# float32 throughout (unit roundoff 6e-8; the sums over 8192 tokens stay far below 1e-4). "tf32": products
+# of inputs rounded to 10 mantissa bits (unit roundoff 5e-4). FLA in bfloat16 (8 bits, 4e-3) or float16:
+# its outputs, and the intermediate tiles it stores between kernels (the state h_n, the corrected values),
+# are rounded to that dtype; a wrong layout, scale or dtype gives errors near 1, far above any of these.
+TOLERANCE = {"float32": 1e-4, "ieee": 1e-4, "tf32": 1e-2, "bfloat16": 5e-2, "float16": 5e-2}
+RESULTS = "KIMIK3_GPU_RESULTS"
+
+
+def fla_dtype():
+    """FLA's production dtype here: bfloat16 on sm_80 and newer (and in the rehearsal, which plays an
+    sm_80+ GPU), float16 on older GPUs (a T4, sm_75, has no bfloat16 tensor cores)."""
+    if lab.on_gpu() and torch.cuda.get_device_capability()[0] < 8:
+        return torch.float16
+    return torch.bfloat16
+
+
+def precisions():
+    """The `input_precision`s our kernels run in: ("ieee", "tf32") where TF32 exists (sm_80+, and in the
+    rehearsal, which plays such a GPU), ("ieee",) on a T4: one row each, never two rows of one name."""
+    tf32 = lab.rehearsing() or contract.fast_input_precision() == "tf32"
+    return ("ieee", "tf32") if tf32 else ("ieee",)
+
+
+def head_size(d):
+    """The head size a GPU cell uses: `d` on a GPU, d / 4 in the rehearsal (the interpreter is slow)."""
+    return lab.sizes(cpu=d // 4, gpu=d)
+
+
+def batch_sizes():
+    """(B, H, T) of the GPU cells: (2, 16, 8192) on a GPU; (1, 2, 100) in the rehearsal (100 tokens: not a
+    multiple of the chunk, so the padding of the last chunk is exercised)."""
+    return lab.sizes(cpu=(1, 2, 100), gpu=(2, 16, 8192))
+
+
+def inputs(mixer, B, H, T, D, dtype):
+    """Random inputs of `mixer` in the lessons' [B, H, T, D] layout, rounded to `dtype` (FLA's) and
+    returned in float32: q, k (the feature map of lesson 02 for linear attention, unit rows for the delta
+    rule), v, then beta in (0, 1) and g = log decay in (-0.1, 0], one per head (gated DeltaNet) or per key
+    channel (KDA). g is not rounded: FLA's layers compute it in float32."""
+    dev = lab.device()
+    if mixer == "linear_attention":
+        q, k = (linear_attention.elu_feature_map(torch.randn(B, H, T, D, device=dev)) for _ in range(2))
+    else:
+        q, k = (F.normalize(torch.randn(B, H, T, D, device=dev), dim=-1) for _ in range(2))
+    x = dict(q=q, k=k, v=torch.randn(B, H, T, D, device=dev))
+    family = mixers.get(mixer)
+    if "g" in family.args:
+        per_channel = (D,) if family.decay == "channel" else ()
+        x["g"] = -0.1 * torch.rand(B, H, T, *per_channel, device=dev)
+    if "beta" in family.args:
+        x["beta"] = torch.rand(B, H, T, device=dev)
+    return {name: t if name == "g" else t.to(dtype).float() for name, t in x.items()}
+
+
+def to_fla(x, dtype):
+    """The lessons' [B, H, T, ...] -> FLA's [B, T, H, ...], in `dtype` (g stays float32)."""
+    return [t.transpose(1, 2).contiguous().to(torch.float32 if name == "g" else dtype)
+            for name, t in x.items()]
+
+
+def forms(mixer, x, dtype, recurrent=False):
+    """{name: (fn, args, precision)}: each form of `mixer` on the inputs x, all returning (o, S) in the
+    lessons' layout. FLA's form runs on x in `dtype` and is transposed back."""
+    family, (entry, fla_kwargs) = mixers.get(mixer), FLA[mixer]
+    args = tuple(x.values())
+    calls = {}
+    if recurrent:
+        calls["recurrent (PyTorch, T steps)"] = (family.recurrent, args, "float32")
+    calls["chunked (PyTorch, C = 64)"] = (family.chunked, args, "float32")
+    for precision in precisions():
+        kernel = functools.partial(family.triton_chunked, input_precision=precision)
+        calls[f"triton_chunked ({precision})"] = (kernel, args, precision)
+    fla = fla_stand_in.entry_point(entry)
+
+    def fla_form(*fla_args):
+        o, S = fla(*fla_args, scale=1.0, output_final_state=True, **fla_kwargs)
+        return o.transpose(1, 2), S
+
+    calls[f"FLA {entry}"] = (fla_form, to_fla(x, dtype), str(dtype).removeprefix("torch."))
+    return calls
+
+
+def compare(mixer, D, recurrent=False, repeat=None):
+    """Check every form of `mixer` at head size D against the float64 recurrence (outputs and final
+    states) and time them in turn; print the table, record and return its rows. Raises AssertionError,
+    after the table, listing every error above its tolerance."""
+    B, H, T = batch_sizes()
+    dtype = fla_dtype()
+    family = mixers.get(mixer)
+    module = importlib.import_module(f"kimik3_lessons.{family.name}")
+    x = inputs(mixer, B, H, T, D, dtype)
+    o64, S64 = family.recurrent(*(t.double() for t in x.values()))
+    calls = forms(mixer, x, dtype, recurrent)
+    rows = []
+    for name, (fn, args, precision) in calls.items():
+        o, S = fn(*args)
+        rows.append(dict(mixer=mixer, B=B, H=H, T=T, D=D, form=name, precision=precision,
+                         output_error=lab.relative_error(o64, o), state_error=lab.relative_error(S64, S),
+                         tolerance=TOLERANCE[precision]))
+    seconds = lab.time_in_turn({name: (fn, args) for name, (fn, args, _) in calls.items()},
+                               repeat=repeat or lab.sizes(cpu=1, gpu=10), warmup=lab.on_gpu(),
+                               once=("recurrent (PyTorch, T steps)",))
+    fla_seconds = seconds[next(name for name in calls if name.startswith("FLA"))]
+    flops = getattr(module, "chunked_flops", None)
+    for row in rows:
+        row.update(ms=1e3 * seconds[row["form"]], vs_fla=seconds[row["form"]] / fla_seconds,
+                   tflops=B * H * flops(T, D, 64)["total"] / seconds[row["form"]] / 1e12 if flops else None)
+    print_rows(rows, f"{family.name}, B={B}, H={H}, T={T}, head size {D}, forward, "
+                     f"{lab.gpu_name()}; FLA in {str(dtype).removeprefix('torch.')}, the others on the same "
+                     f"values in float32:")
+    record(rows)
+    check(rows)
+    return rows
+
+
+def print_rows(rows, title):
+    """The table of `compare`: a row per form, errors against float64, time, multiple of FLA's time."""
+    print(title)
+    print(f"  {'form':<32}{'precision':>10}{'output err':>12}{'state err':>11}{'(tol)':>8}{'ms':>10}"
+          f"{'× FLA':>8}{'TFLOP/s':>9}")
+    for r in rows:
+        tflops = f"{r['tflops']:9.2f}" if r.get("tflops") is not None else f"{'-':>9}"
+        print(f"  {r['form']:<32}{r['precision']:>10}{r['output_error']:>12.1e}{r['state_error']:>11.1e}"
+              f"{r['tolerance']:>8.0e}{r['ms']:>10.3f}{r['vs_fla']:>8.2f}{tflops}")
+
+
+def check(rows):
+    """AssertionError naming each row whose output or state error is above its tolerance (or NaN)."""
+    bad = [f"{r['mixer']} D={r['D']} {r['form']}: {what} error {r[what + '_error']:.2e} "
+           f"> {r['tolerance']:.0e}"
+           for r in rows for what in ("output", "state") if not r[what + "_error"] <= r["tolerance"]]
+    assert not bad, "errors against float64 above tolerance:\n" + "\n".join(bad)
+    print(f"✓ {len(rows)} forms: outputs and final states within tolerance of the float64 recurrence")
+
+
+def record(rows):
+    """Append the rows, one JSON line each, to the file $KIMIK3_GPU_RESULTS names (if set)."""
+    path = os.environ.get(RESULTS)
+    if path:
+        with open(path, "a") as f:
+            for row in rows:
+                f.write(json.dumps(dict(row, gpu=lab.gpu_name())) + "\n")
+
+
+def memory_bandwidth():
+    """(bytes per second, name) of this GPU's memory, from its bus width and memory clock (two transfers a
+    clock); without a GPU, or with a torch that does not report them, an H200's 4.8e12 and "H200"."""
+    if lab.on_gpu():
+        p = torch.cuda.get_device_properties(0)
+        width, clock = getattr(p, "memory_bus_width", 0), getattr(p, "memory_clock_rate", 0)   # bits, kHz
+        if width and clock:
+            return 2 * width / 8 * clock * 1e3, torch.cuda.get_device_name()
+    return 4.8e12, "an H200, the model's GPU; none here"
+
+
+def write_table(results, folder="benchmarks/results"):
+    """Collect the JSON lines of `results` (one file of $KIMIK3_GPU_RESULTS) into one table: print it and
+    write `<folder>/gpu-<gpu name>.json`. Returns the path written."""
+    rows = [json.loads(line) for line in Path(results).read_text().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{results} holds no rows: did the GPU cells run?")
+    gpu = rows[0]["gpu"]
+    print(f"One table, {gpu}: every GPU cell's forms, errors against float64 of the same rounded inputs")
+    for key in dict.fromkeys((r["mixer"], r["D"]) for r in rows):
+        group = [r for r in rows if (r["mixer"], r["D"]) == key]
+        first = group[0]
+        print_rows(group, f"{key[0]}, B={first['B']}, H={first['H']}, T={first['T']}, head size {key[1]}")
+    path = Path(folder) / f"gpu-{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(gpu=gpu, torch=torch.__version__, rows=rows), indent=1) + "\n")
+    print(f"written: {path}")
+    return path

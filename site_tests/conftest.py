@@ -1,0 +1,104 @@
+"""Fixtures for the site tests (`make test-site` builds the site, then runs them; `make test` does not
+collect this folder).
+
+Settings (environment): KIMIK3_SITE, the built site (default build/site); KIMIK3_SITE_SCRATCH, where the
+screenshots (one per page) and report.txt go (default $TMPDIR/kimik3-site-test); CHROMIUM, the browser
+(default /usr/bin/chromium, as for browser_tests/).
+"""
+
+import importlib.util
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import sitecheck
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = Path(os.environ.get("KIMIK3_SITE") or ROOT / "build" / "site")
+_spec = importlib.util.spec_from_file_location("repo_url", ROOT / "tools" / "repo_url.py")
+repo_url = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(repo_url)
+
+_reports = []
+
+
+def scratch_folder():
+    folder = Path(os.environ.get("KIMIK3_SITE_SCRATCH") or Path(tempfile.gettempdir()) / "kimik3-site-test")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def lessons():
+    return sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def widget_count(notebook):
+    """How many widget outputs the repository's notebook holds (each must be a picture with its line)."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    return sum(sitecheck.WIDGET_MIME in out.get("data", {}) for c in cells for out in c.get("outputs", []))
+
+
+def lesson_links(stem):
+    """The Colab URL and the notebook-file URL a lesson page must link to, from the repository the badges
+    name (tools/repo_url.py)."""
+    (repo,) = repo_url.problems(ROOT)[1]
+    branch = next(m["branch"] for m in repo_url.BADGE.finditer((ROOT / "README.md").read_text()))
+    rel = f"{repo}/blob/{branch}/notebooks/{stem}.ipynb"
+    return f"https://colab.research.google.com/github/{rel}", f"https://github.com/{rel}"
+
+
+@pytest.fixture(scope="session")
+def site():
+    if not (SITE / "index.html").exists():
+        pytest.fail(f"no site in {SITE}: `make site` builds it (`make test-site` does both)", pytrace=False)
+    return SITE
+
+
+@pytest.fixture(scope="session")
+def scratch():
+    return scratch_folder()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = sitecheck.launch_chromium(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    with sitecheck.SiteServer(site) as running:
+        yield running
+
+
+@pytest.fixture()
+def check(browser, server, scratch):
+    """check(path, **expected) -> Report, with a screenshot in the scratch folder; recorded for the table."""
+    def run(path, screenshots=True, **expected):
+        report = sitecheck.check_page(browser, server, path, scratch / "screenshots" if screenshots else None,
+                                      **expected)
+        _reports.append(report)
+        return report
+    return run
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _reports:
+        return
+    scratch = scratch_folder()
+    lines = [f"{'page':<44} {'seconds':>8}  problems"]
+    for r in _reports:
+        found = ", ".join(sorted(r.kinds())) or "none"
+        lines.append(f"{r.notebook:<44} {r.timings.get('total', 0):8.1f}  {found}")
+    lines.append(f"{'sum':<44} {sum(r.timings.get('total', 0) for r in _reports):8.1f}")
+    lines += ["", f"screenshots: {scratch / 'screenshots'}/  (this report: {scratch / 'report.txt'})"]
+    text = "\n".join(lines)
+    (scratch / "report.txt").write_text(text + "\n\n" + "\n\n".join(r.summary() for r in _reports) + "\n")
+    terminalreporter.write_sep("=", "the site in Chromium: seconds per page")
+    terminalreporter.write_line(text)

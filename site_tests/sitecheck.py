@@ -1,0 +1,293 @@
+"""Check the built course website (`make site`, build/site/) the way a reader meets it.
+
+`SiteServer` serves the site on 127.0.0.1 (its own free port, a thread of this process); it can serve a
+page in place of a file (`overrides`), which the negative controls use. `check_page` opens one page in
+headless Chromium (launched by browser_tests/labdriver.py, the browser suite's launcher) and reports:
+
+- console: an error logged to the console, or an exception the page's scripts did not catch;
+- request: a request that failed or was answered with a status of 400 or more;
+- external: a request to any host but the site's (never sent: the page is cut off from the network);
+- figure: an image that did not load (its natural width is 0);
+- math: MathJax missing or not done, a formula it did not typeset or could not parse, or `$...$` left
+  raw in the text (code and printed outputs aside);
+- colab, widget: on a lesson page, its Colab badge and the link to its notebook file missing, or a
+  widget's default picture without its line.
+
+`static_problems` reads the HTML files without a browser: a resource (script, stylesheet, image, font,
+frame) from another host, or an internal link to a file or an anchor that is not there. `search` types
+a word into the site's search page and returns the pages it lists.
+"""
+
+import html.parser
+import http.server
+import re
+import sys
+import threading
+import time
+from functools import partial
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "browser_tests"))
+from labdriver import WIDGET_MIME, Report, launch_chromium  # noqa: E402, F401  (the browser suite's, reused)
+
+VIEWPORT = {"width": 1280, "height": 900}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Serving the site
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    overrides = {}
+
+    def do_GET(self):
+        body = self.overrides.get(unquote(urlsplit(self.path).path))
+        if body is None:
+            return super().do_GET()
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(self.path))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class SiteServer:
+    """The folder `root` over HTTP on 127.0.0.1 at a port the system picks; `overrides` maps a URL path
+    ("/notebooks/control.html") to the bytes served there instead of a file."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+        self.overrides = {}
+        handler = type("Handler", (_Handler,), {"overrides": self.overrides})
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# One page in the browser
+
+# Images, formulas and raw dollars, read once MathJax is done (it typesets after the page's load event)
+# and the fonts it asked for have loaded (or failed: the request check sees that).
+JS_PAGE = r"""
+async () => {
+  const out = {mathjax: null, images: [], untypeset: [], texErrors: [], rawMath: [], widgets: [], links: []};
+  const within = (promise, ms) => Promise.race(
+    [promise.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), ms))]);
+  const formulas = document.querySelectorAll('.math');
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    out.mathjax = await within(MathJax.startup.promise, 60000) ? 'done' : 'timeout';
+  } else if (formulas.length) {
+    out.mathjax = 'missing';
+  }
+  await within(document.fonts.ready, 30000);
+  for (const img of document.images) {
+    if (!(img.complete && img.naturalWidth > 0)) out.images.push(img.getAttribute('src'));
+  }
+  for (const m of formulas) {
+    if (!m.querySelector('mjx-container')) out.untypeset.push(m.textContent.trim().slice(0, 80));
+  }
+  for (const e of document.querySelectorAll('mjx-merror')) {
+    out.texErrors.push((e.getAttribute('data-mjx-error') || e.textContent).slice(0, 120));
+  }
+  const skip = 'pre, code, script, style, textarea, mjx-container, .highlight, .math';
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement && node.parentElement.closest(skip)) continue;
+    const raw = node.textContent.match(/\$\$|\$[^$\s][^$]*\$/);
+    if (raw) out.rawMath.push(raw[0].slice(0, 80));
+  }
+  for (const w of document.querySelectorAll('.widget-default')) {
+    const cell = w.previousElementSibling;
+    const img = cell ? cell.querySelector('.cell_output img') : null;
+    out.widgets.push({text: w.innerText, picture: !!img && img.complete && img.naturalWidth > 0});
+  }
+  out.links = Array.from(document.querySelectorAll('article a[href]')).map((a) => a.href);
+  return out;
+}
+"""
+
+
+def _host(url):
+    return urlsplit(url).netloc
+
+
+def check_page(browser, server, path, screenshot_dir=None, colab=None, notebook=None, widgets=0,
+               timeout=60):
+    """Open `server.url/path` and check it (see the module docstring). `colab` and `notebook`: the URLs
+    its Colab badge and its notebook-file link must have; `widgets`: how many widget pictures, each with
+    its line, it must show. Returns a labdriver.Report (no problems: the page passes)."""
+    report = Report(path)
+    t0 = time.monotonic()
+    context = browser.new_context(viewport=VIEWPORT, service_workers="block")
+    page = context.new_page()
+    own = _host(server.url)
+    external = set()
+
+    def route(r):
+        if _host(r.request.url) == own:
+            return r.continue_()
+        external.add(r.request.url)
+        return r.abort()
+
+    def console(msg):
+        # "Failed to load resource" repeats a failed request, which `request` reports with its URL.
+        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+            report.add("console", path, msg.text[:300])
+
+    def failed(request):
+        if request.url not in external:
+            report.add("request", path, f"{request.url}: {request.failure}")
+
+    def response(resp):
+        if resp.status >= 400:
+            report.add("request", path, f"{resp.url}: HTTP {resp.status}")
+
+    page.route("**/*", route)
+    page.on("console", console)
+    page.on("pageerror", lambda exc: report.add("console", path, f"uncaught: {exc}"[:300]))
+    page.on("requestfailed", failed)
+    page.on("response", response)
+    try:
+        page.goto(f"{server.url}/{path}", wait_until="load", timeout=timeout * 1000)
+        found = page.evaluate(JS_PAGE)
+        _judge(report, path, found, colab, notebook, widgets)
+        report.timings["load"] = time.monotonic() - t0
+        if screenshot_dir is not None:
+            folder = Path(screenshot_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            report.screenshot = folder / (path.replace("/", "__").removesuffix(".html") + ".png")
+            page.screenshot(path=str(report.screenshot))
+    except Exception as exc:  # a page that does not load or answer is a failure of that page
+        report.add("harness", path, f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+    finally:
+        context.close()
+    for url in sorted(external):
+        report.add("external", path, f"a request to another host: {url}")
+    report.timings["total"] = time.monotonic() - t0
+    return report
+
+
+def _judge(report, path, found, colab, notebook, widgets):
+    for src in found["images"]:
+        report.add("figure", path, f"image not loaded (natural width 0): {src}")
+    if found["mathjax"] == "missing":
+        report.add("math", path, "the page has formulas but MathJax is not loaded")
+    elif found["mathjax"] == "timeout":
+        report.add("math", path, "MathJax did not finish typesetting in 60 s")
+    for text in found["untypeset"][:5]:
+        report.add("math", path, f"formula not typeset: {text!r}")
+    for text in found["texErrors"][:5]:
+        report.add("math", path, f"MathJax could not parse a formula: {text!r}")
+    for text in found["rawMath"][:5]:
+        report.add("math", path, f"raw math left in the text: {text!r}")
+    for url, what in ((colab, "its Colab badge"), (notebook, "the link to its notebook file")):
+        if url and url not in found["links"]:
+            report.add("colab", path, f"{what} ({url}) is not on the page")
+    shown = found["widgets"]
+    if len(shown) != widgets:
+        report.add("widget", path, f"{widgets} widget(s) in the notebook, {len(shown)} line(s) under "
+                   "a default picture")
+    for w in shown:
+        if not w["picture"]:
+            report.add("widget", path, f"a widget's line without its picture above it: {w['text'][:100]!r}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Search
+
+
+def search(browser, server, word, timeout=30):
+    """The pages (paths) the site's search page lists for `word`."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/search.html?q={word}", wait_until="load", timeout=timeout * 1000)
+        page.wait_for_function(
+            "() => { const s = document.querySelector('#search-results .search-summary');"
+            " return s && s.innerText.trim().length > 0; }",
+            timeout=timeout * 1000)
+        hrefs = page.eval_on_selector_all("#search-results ul.search li a", "(as) => as.map((a) => a.href)")
+    finally:
+        context.close()
+    return [urlsplit(h).path.lstrip("/") for h in hrefs]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The HTML files, without a browser
+
+RESOURCE_TAGS = {"script": "src", "img": "src", "iframe": "src", "source": "src", "audio": "src",
+                 "video": "src", "embed": "src", "object": "data", "input": "src"}
+RESOURCE_RELS = {"stylesheet", "preload", "modulepreload", "prefetch", "icon", "shortcut", "apple-touch-icon",
+                 "manifest", "preconnect", "dns-prefetch"}
+CSS_URL = re.compile(r"""url\(\s*["']?(https?:)?//""")
+
+
+class _Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids, self.links, self.resources = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if a.get(key):
+                self.ids.add(a[key])
+        if tag == "a" and a.get("href") is not None:
+            self.links.append(a["href"])
+        if tag in RESOURCE_TAGS and a.get(RESOURCE_TAGS[tag]):
+            self.resources.append(a[RESOURCE_TAGS[tag]])
+        if tag == "link" and set((a.get("rel") or "").lower().split()) & RESOURCE_RELS and a.get("href"):
+            self.resources.append(a["href"])
+        if a.get("style") and CSS_URL.search(a["style"]):
+            self.resources.append(a["style"])
+
+
+def _parse(path):
+    page = _Page()
+    page.feed(Path(path).read_text(errors="replace"))
+    return page
+
+
+def static_problems(root):
+    """[(file, problem)] over every HTML and CSS file under `root`: a resource from another host, an
+    internal link to a missing file or to an anchor its page does not have."""
+    root = Path(root)
+    pages = {p: _parse(p) for p in sorted(root.rglob("*.html"))}
+    out = []
+    for path, page in pages.items():
+        rel = path.relative_to(root).as_posix()
+        for url in page.resources:
+            if url.startswith(("http:", "https:", "//")) or CSS_URL.search(url):
+                out.append((rel, f"loads a resource from another host: {url[:120]}"))
+        for href in page.links:
+            parts = urlsplit(href)
+            if parts.scheme or parts.netloc or href.startswith(("javascript:", "mailto:")):
+                continue
+            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                out.append((rel, f"links to a missing file: {href}"))
+            elif parts.fragment and target.suffix == ".html":
+                ids = pages[target].ids if target in pages else _parse(target).ids
+                if unquote(parts.fragment) not in ids:
+                    out.append((rel, f"links to a missing anchor: {href}"))
+    for css in sorted(root.rglob("*.css")):
+        for m in re.finditer(r"""url\(\s*["']?((?:https?:)?//[^)"']+)""", css.read_text(errors="replace")):
+            rel = css.relative_to(root).as_posix()
+            out.append((rel, f"loads a resource from another host: {m[1][:120]}"))
+    return out
