@@ -68,12 +68,16 @@ endif
 BROWSER_SCRATCH := $${TMPDIR:-/tmp}/kimik3-browser
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 NB_TIMEOUT ?= 300
+# Two notebooks at a time (two pytest workers, each with its own JupyterLab and Chromium), longest first:
+# on 2 cores a kernel and its browser leave room for another pair, and CI's time budget needs it.
+BROWSER_WORKERS ?= 2
 .PHONY: test-browser set-repo
 test-browser: $(STAMP)
 	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 	rm -rf "$(BROWSER_SCRATCH)" && mkdir -p "$(BROWSER_SCRATCH)"
-	KIMIK3_BROWSER_SCRATCH="$(BROWSER_SCRATCH)" NB_TIMEOUT=$(NB_TIMEOUT) $(BIN)/pytest -q -p no:xdist browser_tests/
+	KIMIK3_BROWSER_SCRATCH="$(BROWSER_SCRATCH)" NB_TIMEOUT=$(NB_TIMEOUT) $(BIN)/pytest -q -n $(BROWSER_WORKERS) \
+		--dist load --maxschedchunk 1 browser_tests/
 
 # The course as a website in build/site/: tools/site_pages.py writes the pages (from the committed,
 # executed notebooks and the docs) into SITE_WORK, Sphinx + MyST-NB build them without running anything,

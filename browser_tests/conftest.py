@@ -1,16 +1,20 @@
 """Fixtures for the browser tests (`make test-browser`; `make test` does not collect this folder).
 
-One JupyterLab server for all notebooks (each notebook still gets a fresh kernel: its session is deleted
-when it is done), one headless Chromium, and a scratch folder for screenshots, figures and the report:
-$KIMIK3_BROWSER_SCRATCH, else $TMPDIR/kimik3-browser.
+One JupyterLab server and one headless Chromium per pytest worker (`make test-browser` runs two workers,
+so two notebooks run at once; each notebook still gets a fresh kernel: its session is deleted when it is
+done), and a scratch folder for screenshots, figures and the report: $KIMIK3_BROWSER_SCRATCH, else
+$TMPDIR/kimik3-browser. Each worker writes one JSON file per notebook checked into its reports/ folder; the
+timing table at the end is assembled from them.
 
 Settings (environment): NB_TIMEOUT, the time limit of one notebook's Run All in seconds (default 300);
 SLIDER_TIMEOUT, how long a slider's output may take to redraw (default 60); CHROMIUM, the browser
 (default /usr/bin/chromium).
 """
 
+import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import labdriver
@@ -20,7 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 NB_TIMEOUT = float(os.environ.get("NB_TIMEOUT", 300))
 SLIDER_TIMEOUT = float(os.environ.get("SLIDER_TIMEOUT", 60))
 
-_reports = []
 
 
 def scratch_folder():
@@ -54,7 +57,19 @@ def browser():
 
 def _server(tmp_path_factory, scratch, kernel_env, name, **kwargs):
     home = tmp_path_factory.mktemp(name)
-    return labdriver.LabServer(home, env=kernel_env, log=scratch / f"{name}.log", **kwargs)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return labdriver.LabServer(home, env=kernel_env, log=scratch / f"{name}-{worker}.log", **kwargs)
+
+
+def pytest_collection_modifyitems(items):
+    """Longest first, so that two workers finish together: each lesson by its time in docs/notebook_times.json
+    (`make times`), the negative controls (seconds each) last."""
+    times = json.loads((ROOT / "docs" / "notebook_times.json").read_text())["seconds"]
+
+    def cost(item):
+        path = getattr(item, "callspec", None) and item.callspec.params.get("path")
+        return times.get(Path(path).name, 0.0) if path else 0.0
+    items.sort(key=cost, reverse=True)
 
 
 @pytest.fixture(scope="session")
@@ -75,36 +90,53 @@ def lab_server_without_widgets(tmp_path_factory, scratch, kernel_env):
 def check(browser, scratch):
     """check(server, notebook_path, **limits) -> Report: copy, open, Run All, check; record the timings."""
     def run(server, path, **limits):
+        started = time.time()
         limits.setdefault("timeout", NB_TIMEOUT)
         limits.setdefault("slider_timeout", SLIDER_TIMEOUT)
         name = server.add_notebook(path)
         report = labdriver.check_notebook(browser, server, name, scratch / "screenshots", **limits)
         report.control = Path(path).parent.name == "controls"
-        _reports.append(report)
+        _record(scratch, report, started)
         return report
     return run
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not _reports:
+def _record(scratch, report, started):
+    """One notebook's report as reports/<start time>-<notebook>.json: the workers' table, assembled later."""
+    folder = scratch / "reports"
+    folder.mkdir(exist_ok=True)
+    row = {"notebook": report.notebook, "timings": report.timings, "kinds": sorted(report.kinds()),
+           "sliders": report.sliders, "stderr_cells": report.stderr_cells, "control": report.control,
+           "summary": report.summary(), "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+           "started": started}
+    (folder / f"{started:.3f}-{Path(report.notebook).stem}.json").write_text(json.dumps(row))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if hasattr(config, "workerinput"):   # a worker: the controller prints the table
         return
     scratch = scratch_folder()
-    lines = [f"{'notebook':<36} {'open':>6} {'run all':>8} {'sliders':>8} {'total':>7}  problems"]
-    for r in _reports:
-        t = r.timings
-        found = ", ".join(sorted(r.kinds())) or "none"
-        sliders = f"  ({r.sliders} sliders)" if r.sliders else ""
-        lines.append(f"{r.notebook:<36} {t.get('open', 0):6.1f} {t.get('run_all', 0):8.1f} "
-                     f"{t.get('sliders', 0):8.1f} {t.get('total', 0):7.1f}  {found}{sliders}")
-    total = sum(r.timings.get("total", 0) for r in _reports)
-    lines.append(f"{'sum':<36} {'':>6} {'':>8} {'':>8} {total:7.1f}")
-    stderr = [f"{r.notebook}: {cell}" for r in _reports if not r.control
-              for cell in dict.fromkeys(r.stderr_cells)]
+    rows = sorted((json.loads(p.read_text()) for p in (scratch / "reports").glob("*.json")),
+                  key=lambda r: r["started"]) if (scratch / "reports").is_dir() else []
+    if not rows:
+        return
+    lines = [f"{'notebook':<36} {'worker':>6} {'open':>6} {'run all':>8} {'sliders':>8} {'total':>7}  problems"]
+    for r in rows:
+        t = r["timings"]
+        found = ", ".join(r["kinds"]) or "none"
+        sliders = f"  ({r['sliders']} sliders)" if r["sliders"] else ""
+        lines.append(f"{r['notebook']:<36} {r['worker'][-6:]:>6} {t.get('open', 0):6.1f} "
+                     f"{t.get('run_all', 0):8.1f} {t.get('sliders', 0):8.1f} {t.get('total', 0):7.1f}  "
+                     f"{found}{sliders}")
+    total = sum(r["timings"].get("total", 0) for r in rows)
+    lines.append(f"{'sum (the workers ran side by side)':<43} {'':>6} {'':>8} {'':>8} {total:7.1f}")
+    stderr = [f"{r['notebook']}: {cell}" for r in rows if not r["control"]
+              for cell in dict.fromkeys(r["stderr_cells"])]
     if stderr:
         lines += ["", "lesson cells that print to stderr (a pink strip in JupyterLab):"]
         lines += [f"  {s}" for s in stderr]
     lines += ["", f"screenshots: {scratch / 'screenshots'}/  (server logs and this report: {scratch}/)"]
     text = "\n".join(lines)
-    (scratch / "report.txt").write_text(text + "\n\n" + "\n\n".join(r.summary() for r in _reports) + "\n")
+    (scratch / "report.txt").write_text(text + "\n\n" + "\n\n".join(r["summary"] for r in rows) + "\n")
     terminalreporter.write_sep("=", "JupyterLab in Chromium: seconds per notebook")
     terminalreporter.write_line(text)
