@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from kimik3_lessons import chunk_kernels, contract, deltanet
-from kimik3_lessons.gated_deltanet import decayed_wy_representation, mamba2_gate
+from kimik3_lessons.gated_deltanet import mamba2_gate
 
 __all__ = ["bounded_gate", "chunked", "decayed_scores", "kda_step", "mamba2_gate", "recurrent",
            "triton_chunked"]
@@ -111,8 +111,9 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     Per chunk, with G = cumsum(g) per channel and `decayed_scores` for the pairwise sums:
         A = beta_i sum_d k_id k_jd exp(G_id - G_jd) (i > j),    Aqk as above (i >= j)
         W = L_inv diag(beta) (exp(G) * K),  U = L_inv diag(beta) V,  L_inv = (I + A)^{-1}
-    by lesson 06's `decayed_wy_representation`; lesson 05's `chunk_state_scan`, with the decay across a
-    chunk taken per channel, exp(G_C) [K], gives the state S_n before each chunk and U' = U - W S_n; then
+    by lesson 05's `wy_representation`, given this A; lesson 05's `chunk_state_scan`, with the decay
+    across a chunk taken per channel, exp(G_C) [K], gives the state S_n before each chunk and
+    U' = U - W S_n; then
         O = (exp(G) * Q) S_n + Aqk U'.
     All chunks at once except the scan. Any T works (zero-padded); chunk_size 1 is the recurrence.
     """
@@ -126,7 +127,7 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     Akk, Aqk = decayed_scores(torch.stack([k, q]), k, G)             # k and q share every decay factor
     A = (beta[..., None] * Akk).tril(-1)
     decay_in = torch.exp(G)                                           # decay from the chunk's start
-    W, U = decayed_wy_representation(A, decay_in * k, v, beta)
+    W, U = deltanet.wy_representation(A, beta[..., None] * (decay_in * k), beta[..., None] * v)
     G_C = G[..., -1:, :]
     S_n, U_new, S = deltanet.chunk_state_scan(W, U, torch.exp(G_C - G) * k, S,
                                               decay=torch.exp(G_C[..., 0, :]))

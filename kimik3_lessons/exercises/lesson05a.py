@@ -96,7 +96,7 @@ def _from_original(A):
 def check_wy_form(wy_form):
     N, C, K, V = 4, random.randint(5, 24), 12, 7                # K != V catches a transposed product
     k, v, beta = _chunk(N, C, K, V)
-    W_ref, U_ref = deltanet.wy_representation(k, v, beta)
+    W_ref, U_ref = deltanet.wy_representation(_strict_tril(k, beta), beta[..., None] * k, beta[..., None] * v)
     inverses = (deltanet.forward_substitution, deltanet.blocked_forward_substitution)
     module = [f for name, f in vars(deltanet).items()
               if inspect.isfunction(f) and f.__module__ == deltanet.__name__ and f not in inverses]

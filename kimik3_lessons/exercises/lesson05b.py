@@ -41,7 +41,8 @@ def check_state_pass(state_pass):
     T = random.randint(3 * C + 1, 5 * C - 1)                       # the last chunk is padded
     _, k, v, beta = _inputs(B, H, T, K, V)
     k, v, beta = (contract.split_chunks(x, C) for x in (k, v, beta))
-    W, U = deltanet.wy_representation(k, v, beta)
+    k_beta = beta[..., None] * k
+    W, U = deltanet.wy_representation(torch.tril(k_beta @ k.mT, diagonal=-1), k_beta, beta[..., None] * v)
     S0 = torch.randn(B, H, K, V, dtype=F64)
     S_n_ref, U_new_ref, S_ref = deltanet.chunk_state_scan(W, U, k, S0)
     given = S0.clone()
