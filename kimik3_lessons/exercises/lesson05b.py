@@ -58,7 +58,7 @@ def check_state_pass(state_pass):
     expect_tensor("S_n", S_n, S_n_ref.shape)
     expect_tensor("U'", U_new, U_new_ref.shape)
     expect_tensor("the final state", S, S_ref.shape)
-    writes = k.transpose(-1, -2) @ U                             # K_n^T U_n: the uncorrected writes
+    writes = k.mT @ U                             # K_n^T U_n: the uncorrected writes
     before = torch.cat([torch.zeros_like(writes[:, :, :1]), writes.cumsum(2)[:, :, :-1]], dim=2)
     uncorrected = S0[:, :, None] + before
     known = {"the state was updated with U, not with the corrected U' = U - W S: S <- S + K^T U'":
