@@ -33,7 +33,7 @@ def orthogonal_keys(trials, n, D, generator=None, dtype=torch.float64):
     x = torch.randn(trials, blocks, D, D, generator=generator, dtype=dtype)
     Q, R = torch.linalg.qr(x)
     Q = Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))[..., None, :]  # a uniformly random basis
-    return Q.transpose(-1, -2).reshape(trials, blocks * D, D)[:, :n]
+    return Q.mT.reshape(trials, blocks * D, D)[:, :n]
 
 
 def read(S, k):

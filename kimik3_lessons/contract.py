@@ -14,7 +14,7 @@ and three forms with one signature, each returning (o [B, H, T, V] in v's dtype,
     triton_chunked(q, k, v, [g,] [beta,] chunk_size=64, initial_state=None, input_precision="ieee")
 
 This module holds what the forms share, so that a lesson module shows only its own mechanism:
-- `Mixer`: a mixer's declaration (its switches, its forms, its kernel, its cache and layer), one per lesson
+- `Mixer`: a mixer's declaration (its switches, its forms, its decode step, its kernel), one per lesson
   module (`MIXER`), collected in `mixers.MIXERS`;
 - `prepare`: check every argument's shape, dtype and device (a ValueError that names the argument and the
   shape it expected) and cast to the compute dtype;
@@ -41,9 +41,9 @@ class Mixer:
     The switches say which tensors its forms take: `delta` beta [B, H, T] (the delta rule), `decay` g:
     None, "head" (g [B, H, T]) or "channel" (g [B, H, T, K]). The forms keep the contract's signature;
     `step` is the decode step (S, q_t, k_t, v_t, [g_t,] [beta_t]) -> (o_t, S_t); `intra_chunk_kernel` is
-    the Triton kernel `chunk_kernels.launch_chunked` runs before the shared scan and output kernels;
-    `cache` and `layer` are the classes of its layer and what it carries while decoding (None where the
-    package has no layer for it: the state S alone is its cache).
+    the Triton kernel `chunk_kernels.launch_chunked` runs before the shared scan and output kernels.
+    What a mixer carries while decoding is its state S (the forms' initial_state and final state); a layer
+    built around one (lesson 07b's `kimi_linear.KimiDeltaAttention`) adds its own cache.
     """
     name: str                     # the lesson module's name, e.g. "gated_deltanet"
     title: str                    # for tables: "gated DeltaNet"
@@ -55,8 +55,6 @@ class Mixer:
     triton_chunked: Callable
     step: Callable
     intra_chunk_kernel: Any
-    cache: type | None = None
-    layer: type | None = None
 
     def __post_init__(self):
         if self.decay not in DECAYS:

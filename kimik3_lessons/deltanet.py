@@ -9,7 +9,8 @@ Three forms, one answer (the contract of `contract.py`), each returning (o, fina
 - `recurrent`       the definition, one token at a time (`deltanet_step`);
 - `chunked`         the WY/UT chunk form: per chunk of C rows,
                         A = strict_tril(diag(beta) K K^T),  L_inv = (I + A)^{-1}  (the papers' T),
-                        W = L_inv diag(beta) K,  U = L_inv diag(beta) V  (`wy_representation`),
+                        W = L_inv diag(beta) K,  U = L_inv diag(beta) V  (`wy_representation`, given A:
+                        lessons 06 and 07 reuse it with their decayed A and keys),
                         U' = U - W S,  O = Q S + tril(Q K^T) U',  S <- S + K^T U';
 - `triton_chunked`  the same three steps as Triton kernels: `deltanet_intra_chunk_kernel` (A, L_inv, W, U
                     for every chunk in parallel), then the scan over chunks and the outputs that every
@@ -113,17 +114,18 @@ def householder_product(k, beta):
     return P
 
 
-def wy_representation(k, v, beta):
-    """The WY/UT form of a chunk: W = L_inv diag(b) K and U = L_inv diag(b) V, with L_inv = (I + A)^{-1}
-    and A = strict_tril(diag(b) K K^T). Then the chunk's Householder product is I - K^T W.
+def wy_representation(A, k_beta, v_beta):
+    """The WY/UT form of a chunk, given its A: W = L_inv diag(beta) K and U = L_inv diag(beta) V, with
+    L_inv = (I + A)^{-1} (`blocked_forward_substitution`).
 
-    k [..., C, K], v [..., C, V], beta [..., C] -> W [..., C, K], U [..., C, V]. The leading dims can
-    hold every chunk of every head, so all of them are transformed at once.
+    A [..., C, C] strictly lower-triangular; k_beta = diag(beta) K [..., C, K], v_beta = diag(beta) V
+    [..., C, V] -> W [..., C, K], U [..., C, V]. DeltaNet's A is strict_tril(diag(beta) K K^T), and then
+    the chunk's Householder product is I - K^T W; gated DeltaNet and KDA pass theirs, with the decay inside
+    A and in k_beta the keys decayed from the chunk's start. The leading dims can hold every chunk of
+    every head: all are transformed at once.
     """
-    k_beta = beta[..., None] * k
-    A = torch.tril(k_beta @ k.mT, diagonal=-1)
     L_inv = blocked_forward_substitution(A)
-    return L_inv @ k_beta, L_inv @ (beta[..., None] * v)
+    return L_inv @ k_beta, L_inv @ v_beta
 
 
 def chunk_state_scan(W, U, K, S, decay=None):
@@ -149,19 +151,22 @@ def chunk_state_scan(W, U, K, S, decay=None):
 def chunked(q, k, v, beta, chunk_size=64, initial_state=None):
     """The chunkwise-parallel form. Returns (o [B, H, T, V] in v's dtype, S [B, H, K, V]).
 
-    W and U come from `wy_representation` for all chunks and heads at once. Only the state pass is
-    sequential (`chunk_state_scan`): U'_n = U_n - W_n S_n, S_{n+1} = S_n + K_n^T U'_n. Then every
-    chunk's output comes at once:  O_n = Q_n S_n + tril(Q_n K_n^T) U'_n.
+    A = strict_tril(diag(beta) K K^T), then W and U from `wy_representation`, for all chunks and heads at
+    once. Only the state pass is sequential (`chunk_state_scan`): U'_n = U_n - W_n S_n,
+    S_{n+1} = S_n + K_n^T U'_n. Then every chunk's output comes at once:
+        O_n = Q_n S_n + tril(Q_n K_n^T) U'_n.
     chunk_size 1 is the recurrence; chunk_size >= T is one chunk. T is zero-padded to a multiple of C.
     """
     contract.check_chunk_size(chunk_size)
     T, out_dtype = q.shape[2], v.dtype
     q, k, v, _, beta, S = contract.prepare(q, k, v, beta=beta, initial_state=initial_state, **MIXER.switches)
     q, k, v, beta = (contract.split_chunks(x, chunk_size) for x in (q, k, v, beta))
-    W, U = wy_representation(k, v, beta)
+    k_beta = beta[..., None] * k
+    A = torch.tril(k_beta @ k.mT, diagonal=-1)
+    W, U = wy_representation(A, k_beta, beta[..., None] * v)
     S_n, U_new, S = chunk_state_scan(W, U, k, S)
-    o = q @ S_n + torch.tril(q @ k.mT) @ U_new
-    return contract.merge_chunks(o, T).to(out_dtype), S
+    O = q @ S_n + torch.tril(q @ k.mT) @ U_new
+    return contract.merge_chunks(O, T).to(out_dtype), S
 
 
 def recurrent_flops(seq_len, head_dim):

@@ -11,8 +11,8 @@ Shapes: q, k [B, H, T, K]; v [B, H, T, V]; g, beta [B, H, T]; state S [B, H, K, 
 - `triton_chunked`: the chunked form as Triton kernels (forward): `gated_deltanet_intra_chunk_kernel` is
   lesson 05's intra-chunk kernel plus the decay (G, Gamma, the decayed queries and keys, d_n = exp(G_C)),
   and the scan over chunks and the outputs are the kernels every mixer shares, with their DECAY switch on
-`decayed_wy_representation` is reused by lesson 07 (KDA); the state scan between chunks is lesson 05's
-`deltanet.chunk_state_scan`, given the decay.
+W and U are lesson 05's `deltanet.wy_representation`, given this A and the decayed keys; the state scan
+between chunks is lesson 05's `deltanet.chunk_state_scan`, given the decay.
 No scaling or normalization happens inside: layers L2-normalize q and k themselves.
 """
 
@@ -80,25 +80,13 @@ def decay_mask(G):
     return torch.exp((G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")))
 
 
-def decayed_wy_representation(A, k_decayed, v, beta):
-    """Lesson 05's WY form with decay: W = L_inv diag(beta) k_decayed, U = L_inv diag(beta) v,
-    L_inv = (I + A)^{-1}.
-
-    A [..., C, C] is strictly lower-triangular and already holds beta and the decay; k_decayed is
-    exp(G) * K [..., C, K], the keys as seen from the start of the chunk; v [..., C, V]; beta [..., C].
-    The leading dims hold every chunk of every head, so all of them are transformed at once.
-    """
-    L_inv = deltanet.blocked_forward_substitution(A)
-    return L_inv @ (beta[..., None] * k_decayed), L_inv @ (beta[..., None] * v)
-
-
 def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     """The chunkwise-parallel form. Returns (o [B, H, T, V] in v's dtype, S [B, H, K, V]).
 
     Per chunk of C tokens, with G = cumsum(g) inside the chunk and Gamma = decay_mask(G):
         A = strict_tril(diag(beta) K K^T * Gamma)
         W = L_inv diag(beta) (exp(G) * K),  U = L_inv diag(beta) V,  L_inv = (I + A)^{-1}
-        (`decayed_wy_representation`)
+        (lesson 05's `deltanet.wy_representation`, given this A and the keys exp(G) * K)
     then lesson 05's `chunk_state_scan`, given the decay across each chunk, for the state S_n before
     each chunk and U' = U - W S_n, and at last
         O = (exp(G) * Q) S_n + (Q K^T * Gamma) U'.
@@ -114,7 +102,7 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     G = g.cumsum(-1)                                                  # [B, H, N, C]
     Gamma = decay_mask(G)                                             # [B, H, N, C, C]
     A = (beta[..., None] * (k @ k.mT) * Gamma).tril(-1)
-    W, U = decayed_wy_representation(A, torch.exp(G)[..., None] * k, v, beta)
+    W, U = deltanet.wy_representation(A, beta[..., None] * (torch.exp(G)[..., None] * k), beta[..., None] * v)
     Kd = torch.exp(G[..., -1:] - G)[..., None] * k                   # each write, decayed to the chunk's end
     S_n, U_new, S = deltanet.chunk_state_scan(W, U, Kd, S, decay=torch.exp(G[..., -1:]))
     O = (torch.exp(G)[..., None] * q) @ S_n + ((q @ k.mT) * Gamma) @ U_new

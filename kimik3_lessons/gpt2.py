@@ -120,7 +120,7 @@ class CausalSelfAttention(nn.Module):
         cache = KVCache(k, v) if cache is None else cache.append(k, v)
         k, v = cache.k, cache.v
         past = k.shape[2] - T
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])          # [B, nh, T, past + T]
+        scores = q @ k.mT / math.sqrt(q.shape[-1])          # [B, nh, T, past + T]
         allowed = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
         scores = scores.masked_fill(~allowed, float("-inf"))
         y = F.softmax(scores, dim=-1) @ v                                   # [B, nh, T, hd]

@@ -1,4 +1,4 @@
-"""Lesson 07: KDA — Kimi Delta Attention, the gated delta rule with a decay per key channel (Kimi Linear).
+"""Lesson 07a: KDA — Kimi Delta Attention, the gated delta rule with a decay per key channel (Kimi Linear).
 
     S <- Diag(exp(g_t)) S;     u_t = beta_t (v_t - k_t S);     S_t = S + k_t^T u_t;     o_t = q_t S_t
 
@@ -10,25 +10,18 @@ gated DeltaNet. No scaling or normalization happens inside the forms: the layer 
 - `recurrent`: the definition, one token at a time (one token with a state is the decode step)
 - `chunked`: the chunkwise-parallel form, with `decayed_scores`, its per-channel pairwise factors
 - `triton_chunked`: the chunked form as Triton kernels (forward): lesson 06's, decay per channel
-- `KimiDeltaAttention(KDAConfig)`: the Kimi Linear layer, and `KDACache`, all it carries while decoding
+The Kimi Linear layer around these forms is lesson 07b's, in `kimi_linear`.
 """
 
-import math
-from dataclasses import dataclass
-from functools import partial
-
 import torch
-import torch.nn.functional as F
 import triton
 import triton.language as tl
-from torch import nn
 
 from kimik3_lessons import chunk_kernels, contract, deltanet
-from kimik3_lessons.gated_deltanet import decayed_wy_representation, mamba2_gate
+from kimik3_lessons.gated_deltanet import mamba2_gate
 
-__all__ = ["KDACache", "KDAConfig", "KimiDeltaAttention", "bounded_gate", "chunked", "decayed_scores",
-           "kda_step",
-           "mamba2_gate", "recurrent", "short_conv", "triton_chunked"]
+__all__ = ["bounded_gate", "chunked", "decayed_scores", "kda_step", "mamba2_gate", "recurrent",
+           "triton_chunked"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -118,8 +111,9 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     Per chunk, with G = cumsum(g) per channel and `decayed_scores` for the pairwise sums:
         A = beta_i sum_d k_id k_jd exp(G_id - G_jd) (i > j),    Aqk as above (i >= j)
         W = L_inv diag(beta) (exp(G) * K),  U = L_inv diag(beta) V,  L_inv = (I + A)^{-1}
-    by lesson 06's `decayed_wy_representation`; lesson 05's `chunk_state_scan`, with the decay across a
-    chunk taken per channel, exp(G_C) [K], gives the state S_n before each chunk and U' = U - W S_n; then
+    by lesson 05's `wy_representation`, given this A; lesson 05's `chunk_state_scan`, with the decay
+    across a chunk taken per channel, exp(G_C) [K], gives the state S_n before each chunk and
+    U' = U - W S_n; then
         O = (exp(G) * Q) S_n + Aqk U'.
     All chunks at once except the scan. Any T works (zero-padded); chunk_size 1 is the recurrence.
     """
@@ -133,7 +127,7 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
     Akk, Aqk = decayed_scores(torch.stack([k, q]), k, G)             # k and q share every decay factor
     A = (beta[..., None] * Akk).tril(-1)
     decay_in = torch.exp(G)                                           # decay from the chunk's start
-    W, U = decayed_wy_representation(A, decay_in * k, v, beta)
+    W, U = deltanet.wy_representation(A, beta[..., None] * (decay_in * k), beta[..., None] * v)
     G_C = G[..., -1:, :]
     S_n, U_new, S = deltanet.chunk_state_scan(W, U, torch.exp(G_C - G) * k, S,
                                               decay=torch.exp(G_C[..., 0, :]))
@@ -273,143 +267,6 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
                                         initial_state=initial_state, input_precision=input_precision)
 
 
-# ---------------------------------------------------------------------------------------------------
-# The Kimi Linear layer: projections, short convolutions, the gates, the output gate.
-#     q, k = L2Norm(SiLU(ShortConv4(W_q x))), L2Norm(SiLU(ShortConv4(W_k x)));  v = SiLU(ShortConv4(W_v x))
-#     beta = sigmoid(W_b x);    g = gate(W_fb W_fa x)  per channel, low rank (rank = head dim)
-#     o = KDA(q / sqrt(K), k, v, g, beta);    y = W_o( sigmoid(W_g x) * RMSNorm(o) )
-# Parameter names and shapes follow KimiK3's KDA weights (docs/facts.md): q/k/v_proj [H*K, hidden],
-# q/k/v_conv1d [H*K, 1, 4], f_a_proj [K, hidden], f_b_proj [H*K, K], b_proj [H, hidden], A_log,
-# dt_bias [H*K], o_norm [K], g_proj [H*K, hidden], o_proj [hidden, H*K].
-
-
-@dataclass(frozen=True)
-class KDAConfig:
-    """The shapes of one KDA layer. gate="mamba2" is Kimi Linear's, "bounded" KimiK3's."""
-    hidden_size: int
-    num_heads: int
-    head_dim: int
-    gate: str = "mamba2"
-    conv_size: int = 4
-    chunk_size: int = 64      # how a prompt is computed (`chunked`), not a shape
-    norm_eps: float = 1e-5
-
-    def __post_init__(self):
-        for name in ("hidden_size", "num_heads", "head_dim", "conv_size", "chunk_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.gate not in ("mamba2", "bounded"):
-            raise ValueError(f"gate must be 'mamba2' (Kimi Linear) or 'bounded' (KimiK3), got {self.gate!r}")
-
-    @property
-    def state_numbers(self):
-        """Numbers one layer carries per sequence, at any context length: the state S [H, K, K] and the
-        three short-convolution tails [H·K, conv_size - 1] (what `KDACache.nbytes` holds, per sequence)."""
-        HK = self.num_heads * self.head_dim
-        return HK * self.head_dim + 3 * HK * (self.conv_size - 1)
-
-
-@dataclass(frozen=True)
-class KDACache:
-    """What a KDA layer carries from one call to the next (its whole decode-time memory).
-
-    S [B, H, K, V]: the recurrent state, in float32 (float64 for a float64 layer).
-    q_tail, k_tail, v_tail [B, H*K, conv_size - 1]: the last inputs of each short convolution, so the
-    next token's convolution sees the tokens before it. Its size does not grow with the context.
-    length: the tokens it has seen (as `gpt2.KVCache.length` and `mla.LatentCache.length`, which hold them).
-    """
-    S: torch.Tensor
-    q_tail: torch.Tensor
-    k_tail: torch.Tensor
-    v_tail: torch.Tensor
-    length: int = 0
-
-    @property
-    def nbytes(self):
-        """Bytes held, for the whole batch."""
-        return sum(x.nbytes for x in (self.S, self.q_tail, self.k_tail, self.v_tail))
-
-
-def short_conv(x, weight, tail=None):
-    """Causal depthwise convolution over time: y_t = sum_i weight[:, 0, i] * x_{t - W + 1 + i}.
-
-    Each channel mixes its own last W inputs (W = 4 in Kimi Linear). x [B, T, D]; weight [D, 1, W];
-    tail [B, D, W - 1], the inputs before x (zeros at the start). Returns (y [B, T, D], the new tail
-    [B, D, W - 1]) so that calls can be chained token by token.
-    """
-    B, T, D = x.shape
-    W = weight.shape[-1]
-    if tail is None:
-        tail = x.new_zeros(B, D, W - 1)
-    x = torch.cat([tail.to(x.dtype), x.transpose(1, 2)], dim=-1)          # [B, D, W - 1 + T]
-    y = sum(weight[:, 0, i, None] * x[..., i:i + T] for i in range(W))
-    return y.transpose(1, 2), x[..., T:]
-
-
-class KimiDeltaAttention(nn.Module):
-    """The Kimi Linear KDA layer. forward(x [B, T, hidden], cache=None) -> (y [B, T, hidden], KDACache).
-
-    gate="mamba2": Kimi Linear's g = -exp(A_log) softplus(f + dt_bias), A_log [H] (one rate per head);
-    gate="bounded": KimiK3's g = -5 sigmoid(exp(A_log) (f + dt_bias)), A_log [K] (per channel, shared
-    by the heads, as in KimiK3's weight list). A prompt (T > 1) runs the chunked form, one token the
-    recurrence; passing the returned cache back continues the sequence exactly.
-    """
-
-    def __init__(self, config):
-        super().__init__()
-        if not isinstance(config, KDAConfig):
-            raise ValueError(f"config must be a KDAConfig, got {type(config).__name__}")
-        self.config = config
-        hidden_size, conv_size, gate = config.hidden_size, config.conv_size, config.gate
-        H, K = config.num_heads, config.head_dim
-        self.num_heads, self.head_dim, self.gate, self.chunk_size = H, K, gate, config.chunk_size
-        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(hidden_size, H * K, bias=False) for _ in range(3))
-        self.q_conv1d, self.k_conv1d, self.v_conv1d = (
-            nn.Conv1d(H * K, H * K, conv_size, groups=H * K, bias=False) for _ in range(3))
-        self.f_a_proj = nn.Linear(hidden_size, K, bias=False)
-        self.f_b_proj = nn.Linear(K, H * K, bias=False)
-        self.b_proj = nn.Linear(hidden_size, H, bias=False)
-        # Mamba-2's init: step sizes softplus(dt_bias) log-uniform in [0.001, 0.1], rates exp(A_log) in
-        # [1, 16]. The bounded gate starts at rate 1 (our choice), so that both gates start with per-channel
-        # half-lives between about 1 and 1000 tokens.
-        dt = torch.empty(H * K).uniform_(math.log(1e-3), math.log(1e-1)).exp()
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))      # softplus^{-1}(dt)
-        A_log = torch.empty(H).uniform_(1, 16).log() if gate == "mamba2" else torch.zeros(K)
-        self.A_log = nn.Parameter(A_log)
-        self.o_norm = nn.RMSNorm(K, eps=config.norm_eps)
-        self.g_proj = nn.Linear(hidden_size, H * K, bias=False)
-        self.o_proj = nn.Linear(H * K, hidden_size, bias=False)
-
-    def log_decay(self, x):
-        """g [B, T, H, K] <= 0 from x [B, T, hidden], through the low-rank projection and the gate."""
-        B, T, _ = x.shape
-        H, K = self.num_heads, self.head_dim
-        f = self.f_b_proj(self.f_a_proj(x)).view(B, T, H, K)
-        if self.gate == "mamba2":
-            return mamba2_gate(f, self.A_log.view(H, 1), self.dt_bias.view(H, K))
-        return bounded_gate(f, self.A_log, self.dt_bias.view(H, K))
-
-    def forward(self, x, cache=None):
-        B, T, _ = x.shape
-        H, K = self.num_heads, self.head_dim
-        tails = (None, None, None) if cache is None else (cache.q_tail, cache.k_tail, cache.v_tail)
-        q, q_tail = short_conv(self.q_proj(x), self.q_conv1d.weight, tails[0])
-        k, k_tail = short_conv(self.k_proj(x), self.k_conv1d.weight, tails[1])
-        v, v_tail = short_conv(self.v_proj(x), self.v_conv1d.weight, tails[2])
-        q = F.normalize(F.silu(q).view(B, T, H, K), dim=-1) * K ** -0.5
-        k = F.normalize(F.silu(k).view(B, T, H, K), dim=-1)
-        v = F.silu(v).view(B, T, H, K)
-        beta = torch.sigmoid(self.b_proj(x))
-        g = self.log_decay(x)
-        mix = recurrent if T == 1 else partial(chunked, chunk_size=self.chunk_size)
-        o, S = mix(*(t.transpose(1, 2) for t in (q, k, v, g, beta)),
-                   initial_state=None if cache is None else cache.S)
-        o = self.o_norm(o.transpose(1, 2)) * torch.sigmoid(self.g_proj(x).view(B, T, H, K))
-        length = T if cache is None else cache.length + T
-        return self.o_proj(o.reshape(B, T, H * K)), KDACache(S, q_tail, k_tail, v_tail, length)
-
-
 MIXER = contract.Mixer(name="kda", title="KDA", lesson="07", delta=True, decay="channel", recurrent=recurrent,
                        chunked=chunked, triton_chunked=triton_chunked, step=kda_step,
-                       intra_chunk_kernel=kda_intra_chunk_kernel, cache=KDACache, layer=KimiDeltaAttention)
+                       intra_chunk_kernel=kda_intra_chunk_kernel)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from kimik3_lessons import attnres, mla, moe
-from kimik3_lessons.kda import KDACache, KDAConfig, KimiDeltaAttention
+from kimik3_lessons.kimi_linear import KDACache, KDAConfig, KimiDeltaAttention
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class KimiK3Config:
 
     def kda_config(self):
         """The shapes of one KDA layer: KimiK3's bounded gate."""
-        return KDAConfig(self.hidden_size, self.kda_heads, self.kda_head_dim, gate="bounded",
+        return KDAConfig(self.hidden_size, self.kda_heads, self.kda_head_dim, forget_gate="bounded",
                          conv_size=self.conv_size, chunk_size=self.chunk_size, norm_eps=self.norm_eps)
 
     def moe_config(self):
@@ -263,8 +263,8 @@ def without_memory(mixer, x):
 class KimiK3(nn.Module):
     """KimiK3 from the lesson modules. forward(idx [B, T], cache=None) -> (logits [B, T, vocab], cache).
 
-    cache is a list with one entry per layer: a `kda.KDACache` (recurrent state + conv tails) for a KDA
-    layer, an `mla.LatentCache` (latents of every token so far) for an MLA layer. Passing back what a
+    cache is a list with one entry per layer: a `kimi_linear.KDACache` (recurrent state + conv tails) for a
+    KDA layer, an `mla.LatentCache` (latents of every token so far) for an MLA layer. Passing back what a
     call returned continues the sequence: prefill then token-by-token decoding equals one pass.
     """
 

@@ -88,8 +88,8 @@ def chunked(q, k, v, chunk_size=64, initial_state=None):
     intra = (Q @ K_.mT).masked_fill(~causal, 0) @ V_       # [B, H, N, C, V]
     KV = K_.mT @ V_                                         # [B, H, N, K, V]: chunk n's write
     S = torch.cat([S0[:, :, None], KV], dim=2).cumsum(dim=2)               # [B, H, N + 1, K, V]: S_0 ... S_N
-    o = Q @ S[:, :, :-1] + intra
-    return contract.merge_chunks(o, T).to(out_dtype), S[:, :, -1].clone()  # a view would pin all N + 1 states
+    O = Q @ S[:, :, :-1] + intra
+    return contract.merge_chunks(O, T).to(out_dtype), S[:, :, -1].clone()  # a view would pin all N + 1 states
 
 
 def normalized(form, q, k, v, **kwargs):

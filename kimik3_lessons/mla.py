@@ -207,7 +207,7 @@ class MultiHeadLatentAttention(nn.Module):
         k_nope, v = kv.split([cfg.qk_nope_head_dim, cfg.v_head_dim], dim=-1)           # [B, H, S, *]
         k = torch.cat([k_nope, cache.k_rope[:, None].expand(B, H, S, cfg.qk_rope_head_dim)], dim=-1)
         q = torch.cat([q_nope, q_rope], dim=-1)
-        P = causal_softmax(q @ k.transpose(-1, -2) * self.scale)                         # [B, H, T, S]
+        P = causal_softmax(q @ k.mT * self.scale)                         # [B, H, T, S]
         return P @ v
 
     def attend_absorbed(self, q_nope, q_rope, cache):

@@ -6,7 +6,7 @@ this module builds the models.
 - `MIXERS`: the models by name, the mixer of each layer and where it comes from
 - `RecallConfig`, `RecallModel`: embedding, mixer layers and MLPs, head; `build_mixer` one layer
 - `DeltaRuleMixer`: linear attention, DeltaNet, gated DeltaNet in KDA's layer, each from its declaration
-  in the mixer family (`mixers`: its forms and switches); KDA is the family's own layer class
+  in the mixer family (`mixers`: its forms and switches); KDA is lesson 07b's layer itself
 - the gates initialised as flash-linear-attention's layers (`recall_training`'s recipe);
   `zero_input_half_lives`: how long each gated channel remembers
 - `state_numbers`: what each layer holds per sequence; `conv_reach`: how far the convolutions alone see
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kimik3_lessons import gated_deltanet, gpt2, kda, mixers, mla
+from kimik3_lessons import gated_deltanet, gpt2, kimi_linear, mixers, mla
 from kimik3_lessons.recall_task import (
     BLANK,
     IGNORE,
@@ -42,7 +42,7 @@ MIXERS = {   # name: (the mixer of each layer, where it comes from)
     "linear_attention": (("linear_attention",) * 2, "lessons 02-03: linear_attention.chunked"),
     "deltanet": (("deltanet",) * 2, "lesson 05: deltanet.chunked"),
     "gated_deltanet": (("gated_deltanet",) * 2, "lesson 06: gated_deltanet.chunked + mamba2_gate"),
-    "kda": (("kda",) * 2, "lesson 07: kda.KimiDeltaAttention, KimiK3's bounded gate"),
+    "kda": (("kda",) * 2, "lesson 07b: kimi_linear.KimiDeltaAttention, KimiK3's bounded gate"),
     "mla": (("mla",) * 2, "lesson 08: mla.MultiHeadLatentAttention, NoPE, output gate"),
     "hybrid": (("kda", "kda", "kda", "mla"), "lesson 11's 3:1: three KDA layers, then one MLA layer"),
 }
@@ -88,11 +88,11 @@ class RecallConfig:
                              qk_rope_head_dim=max(2, K // 4), v_head_dim=K, use_rope=False, output_gate=True)
 
     def kda_config(self):
-        return kda.KDAConfig(self.hidden_size, self.num_heads, self.head_dim, gate="bounded",
+        return kimi_linear.KDAConfig(self.hidden_size, self.num_heads, self.head_dim, forget_gate="bounded",
                              conv_size=self.conv_size, chunk_size=self.chunk_size)
 
 
-class KDAWithoutDecay(kda.KimiDeltaAttention):
+class KDAWithoutDecay(kimi_linear.KimiDeltaAttention):
     """The "no decay" ablation of KDA: the same layer with its forget gate removed, g = 0."""
 
     def log_decay(self, x):
@@ -100,13 +100,13 @@ class KDAWithoutDecay(kda.KimiDeltaAttention):
 
 
 class DeltaRuleMixer(nn.Module):
-    """Linear attention, DeltaNet or gated DeltaNet in KDA's layer (lesson 07): only the write rule differs.
+    """Linear attention, DeltaNet or gated DeltaNet in KDA's layer (lesson 07b): only the write rule differs.
 
         q, k = L2Norm(SiLU(ShortConv(W x))),  v = SiLU(ShortConv(W_v x)),  beta = sigmoid(W_b x)
         g = mamba2_gate(W_a x)  (one per head, gated DeltaNet only; decay=False sets g = 0; A_log and
                                  dt_bias from `gated_deltanet_gate_parameters`, FLA's GatedDeltaNet init)
         o = chunked(q / sqrt(K), k, v, [g,] [beta]),   y = W_o( sigmoid(W_g x) * RMSNorm(o) )
-    rule: a member of the mixer family (`mixers`) without a layer class of its own: "linear_attention",
+    rule: a member of the mixer family (`mixers`) with no decay or one per head: "linear_attention",
     "deltanet" or "gated_deltanet"; its declaration says whether it takes beta (`delta`) and a log decay
     per head (`decay`), and gives its `chunked` form."""
 
@@ -115,8 +115,9 @@ class DeltaRuleMixer(nn.Module):
         D, H, K, W = config.hidden_size, config.num_heads, config.head_dim, config.conv_size
         self.rule, self.decay, self.chunk_size, self.num_heads, self.head_dim = (
             mixers.get(rule), config.decay, config.chunk_size, H, K)
-        if self.rule.layer is not None:
-            raise ValueError(f"{rule} has a layer of its own ({self.rule.layer.__name__}): build that")
+        if self.rule.decay == "channel":
+            raise ValueError(f"{rule} decays per key channel, which this layer's gate does not: "
+                             f"KDA's layer is kimi_linear.KimiDeltaAttention")
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(D, H * K, bias=False) for _ in range(3))
         self.q_conv1d, self.k_conv1d, self.v_conv1d = (
             nn.Conv1d(H * K, H * K, W, groups=H * K, bias=False) for _ in range(3))
@@ -136,9 +137,9 @@ class DeltaRuleMixer(nn.Module):
         B, T, _ = x.shape
         H, K = self.num_heads, self.head_dim
         heads = lambda t: t.view(B, T, H, -1).transpose(1, 2)                   # [B, H, T, K]
-        q = heads(kda.short_conv(self.q_proj(x), self.q_conv1d.weight)[0])
-        k = heads(kda.short_conv(self.k_proj(x), self.k_conv1d.weight)[0])
-        v = heads(F.silu(kda.short_conv(self.v_proj(x), self.v_conv1d.weight)[0]))
+        q = heads(kimi_linear.short_conv(self.q_proj(x), self.q_conv1d.weight)[0])
+        k = heads(kimi_linear.short_conv(self.k_proj(x), self.k_conv1d.weight)[0])
+        v = heads(F.silu(kimi_linear.short_conv(self.v_proj(x), self.v_conv1d.weight)[0]))
         q, k = F.normalize(F.silu(q), dim=-1) * K ** -0.5, F.normalize(F.silu(k), dim=-1)
         inputs = []                                                               # [g,] [beta]
         if self.rule.decay:
@@ -162,7 +163,7 @@ class ConvThen(nn.Module):
         self.attention = attention
 
     def forward(self, x):
-        return self.attention(kda.short_conv(x, self.conv1d.weight)[0])[0]
+        return self.attention(kimi_linear.short_conv(x, self.conv1d.weight)[0])[0]
 
 
 def build_mixer(config, kind):
@@ -172,9 +173,8 @@ def build_mixer(config, kind):
         return ConvThen(config, gpt2.CausalSelfAttention(gpt))
     if kind == "mla":
         return ConvThen(config, mla.MultiHeadLatentAttention(config.mla_config()))
-    family = mixers.get(kind)
-    if family.layer is kda.KimiDeltaAttention:
-        layer = (family.layer if config.decay else KDAWithoutDecay)(config.kda_config())
+    if kind == "kda":
+        layer = (kimi_linear.KimiDeltaAttention if config.decay else KDAWithoutDecay)(config.kda_config())
         return kimi_linear_gate_init_(layer) if config.kda_init == "reference" else layer
     return DeltaRuleMixer(config, kind)
 
@@ -254,7 +254,7 @@ def zero_input_half_lives(model):
     lives = []
     for i, block in enumerate(model.blocks):
         mixer = block.mixer
-        gated = (isinstance(mixer, kda.KimiDeltaAttention) and not isinstance(mixer, KDAWithoutDecay)
+        gated = (isinstance(mixer, kimi_linear.KimiDeltaAttention) and not isinstance(mixer, KDAWithoutDecay)
                  or isinstance(mixer, DeltaRuleMixer) and mixer.rule.decay and mixer.decay)
         if gated:
             g = mixer.log_decay(mixer.o_proj.weight.new_zeros(1, 1, model.config.hidden_size))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import kda
+from kimik3_lessons import kimi_linear
 from kimik3_lessons.recall_task import IGNORE, MQARTask, mqar_batch
 
 
@@ -43,10 +43,10 @@ def accuracy(model, inputs, targets, batch_size=256):
 
 @torch.no_grad()
 def kimi_linear_gate_init_(layer):
-    """fla/layers/kda.py's gate init on a `kda.KimiDeltaAttention`: dt_bias = 0, rates exp(A_log) uniform
-    in [1, 16]. There A_log is one rate per head (Kimi Linear's Mamba-2 gate); KimiK3's bounded gate has one
-    per key channel [K], drawn the same way. At zero input the bounded gate then starts every channel at
-    g = -5 sigmoid(0) = -2.5 (lesson 07's own init spreads dt_bias instead). Returns the layer."""
+    """fla/layers/kda.py's gate init on a `kimi_linear.KimiDeltaAttention`: dt_bias = 0, rates exp(A_log)
+    uniform in [1, 16]. There A_log is one rate per head (Kimi Linear's Mamba-2 gate); KimiK3's bounded gate
+    has one per key channel [K], drawn the same way. At zero input the bounded gate then starts every
+    channel at g = -5 sigmoid(0) = -2.5 (lesson 07b's own init spreads dt_bias instead). Returns the layer."""
     layer.A_log.copy_(torch.empty_like(layer.A_log).uniform_(1, 16).log())
     layer.dt_bias.zero_()
     return layer
@@ -62,9 +62,10 @@ def gated_deltanet_gate_parameters(num_heads):
 
 
 def reference_init_(model):
-    """Every `kda.KimiDeltaAttention` in `model` re-initialised by `kimi_linear_gate_init_`. Returns model."""
+    """Every `kimi_linear.KimiDeltaAttention` in `model` re-initialised by `kimi_linear_gate_init_`.
+    Returns model."""
     for module in model.modules():
-        if isinstance(module, kda.KimiDeltaAttention):
+        if isinstance(module, kimi_linear.KimiDeltaAttention):
             kimi_linear_gate_init_(module)
     return model
 

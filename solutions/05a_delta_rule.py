@@ -96,8 +96,9 @@ def _wy_form_u_without_beta(k, v, beta):
 
 
 def _wy_form_by_module(k, v, beta):
-    """deltanet.wy_representation itself: the text allows forward_substitution and nothing else."""
-    return deltanet.wy_representation(k, v, beta)
+    """deltanet.wy_representation given A: the text allows forward_substitution and nothing else."""
+    A = torch.tril(beta[..., None] * (k @ k.mT), diagonal=-1)
+    return deltanet.wy_representation(A, beta[..., None] * k, beta[..., None] * v)
 
 
 def _wy_form_without_beta_in_A(k, v, beta):

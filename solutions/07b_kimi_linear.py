@@ -32,9 +32,9 @@ def _short_conv_step_stale_tail(x_t, weight, tail):
 
 
 def _short_conv_step_by_module(x_t, weight, tail):
-    """kda.short_conv on the one-token sequence with the tail: right numbers, the step not written."""
-    from kimik3_lessons import kda
-    y, new_tail = kda.short_conv(x_t[:, None, :], weight, tail)
+    """kimi_linear.short_conv on the one-token sequence with the tail: right numbers, the step not written."""
+    from kimik3_lessons import kimi_linear
+    y, new_tail = kimi_linear.short_conv(x_t[:, None, :], weight, tail)
     return y[:, 0], new_tail
 
 
@@ -63,8 +63,8 @@ def _state_numbers_two_tails(num_heads, head_dim, conv_size):
 
 def _state_numbers_by_config(num_heads, head_dim, conv_size):
     """KDAConfig.state_numbers: the module's count, not yours."""
-    from kimik3_lessons import kda
-    config = kda.KDAConfig(hidden_size=8, num_heads=num_heads, head_dim=head_dim, conv_size=conv_size)
+    from kimik3_lessons import kimi_linear
+    config = kimi_linear.KDAConfig(hidden_size=8, num_heads=num_heads, head_dim=head_dim, conv_size=conv_size)
     return config.state_numbers
 
 

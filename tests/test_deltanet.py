@@ -89,7 +89,8 @@ def test_forward_substitution_on_a_tile_inverts_unit_lower_triangular(C, device)
 def test_wy_representation_is_the_householder_product():
     """P = H_C ... H_1 with explicit K×K factors equals I - K^T W, and one chunk maps S to P S + K^T U."""
     _, k, v, beta, S0 = inputs(B=1, H=2, T=20, K=8, V=5, state=True)
-    W, U = dn.wy_representation(k, v, beta)
+    k_beta = beta[..., None] * k
+    W, U = dn.wy_representation(torch.tril(k_beta @ k.mT, diagonal=-1), k_beta, beta[..., None] * v)
     I = torch.eye(8, dtype=torch.float64)
     P = I.expand(1, 2, 8, 8)
     for t in range(20):

@@ -66,3 +66,35 @@ def test_the_pytorch_modules_do_not_import_triton():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", f"importing the PyTorch modules imported {done.stdout.strip()}"
+
+
+# The lesson each lesson module is built in (docs/design.md, "Lessons and modules"); the recall task and its
+# training loop are lesson 11's, which trains the tiny KimiK3 on them before lesson 12 trains every mixer.
+LESSON_OF = {"gpt2": "01", "linear_attention": "02", "associative_memory": "04", "deltanet": "05a",
+             "gated_deltanet": "06", "kda": "07a", "kimi_linear": "07b", "mla": "08", "moe": "09a",
+             "attnres": "10", "kimik3": "11", "recall_task": "11", "recall_training": "11", "mqar": "12"}
+
+
+def package_imports(module):
+    """The kimik3_lessons modules `module` imports, at any depth of its source (names, not attributes)."""
+    import ast
+    from pathlib import Path
+    tree = ast.parse((Path(__file__).parent.parent / "kimik3_lessons" / f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "kimik3_lessons":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kimik3_lessons."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_a_lesson_module_imports_no_later_lesson():
+    """A lesson module may reuse what an earlier lesson taught, never a later one (lesson 07a's `kda`
+    cannot import lesson 07b's `kimi_linear`). docs/design.md names every module of the map."""
+    from pathlib import Path
+    later = {(module, imported) for module, lesson in LESSON_OF.items()
+             for imported in package_imports(module) if LESSON_OF.get(imported, "") > lesson}
+    assert not later, f"lesson modules importing a later lesson's module: {sorted(later)}"
+    design = (Path(__file__).parent.parent / "docs" / "design.md").read_text()
+    assert all(f"`{module}`" in design for module in LESSON_OF), "docs/design.md's lesson map"

@@ -1,10 +1,8 @@
-"""KDA (lesson 07), what is its own: `decayed_scores` equals the explicit per-channel sum, KDA with equal
-channels is gated DeltaNet, the gates are flash-linear-attention's, and the Kimi Linear layer (short
-convolutions, KimiK3's weight shapes) decodes token by token exactly as in one pass. The contract every
-form keeps (the forms agree, carry their state, train, survive strong decay, take half precision, refuse
-bad input, match FLA's references) is tested in test_mixers.py."""
+"""KDA (lesson 07a), what is its own: `decayed_scores` equals the explicit per-channel sum, KDA with equal
+channels is gated DeltaNet, the gates are flash-linear-attention's. The contract every form keeps (the
+forms agree, carry their state, train, survive strong decay, take half precision, refuse bad input, match
+FLA's references) is tested in test_mixers.py; the Kimi Linear layer in test_kimi_linear.py."""
 
-import pytest
 import torch
 import torch.nn.functional as F
 
@@ -51,52 +49,3 @@ def test_gates_match_fla():
     g = kda.bounded_gate(x, A_log.view(4, 1), dt_bias.view(4, 8))
     lab.check_close("bounded gate vs FLA", naive_kda_lowerbound_gate(x, A_log, dt_bias), g)
     assert (g >= -5).all() and (g <= 0).all()
-
-
-def test_short_conv_matches_padded_conv1d():
-    x, w = torch.randn(2, 9, 6, dtype=torch.float64), torch.randn(6, 1, 4, dtype=torch.float64)
-    y, tail = kda.short_conv(x, w)
-    ref = F.conv1d(x.transpose(1, 2), w, padding=3, groups=6)[..., :9].transpose(1, 2)
-    lab.check_close("short conv", ref, y)
-    lab.check_close("tail = last inputs", x[:, -3:].transpose(1, 2), tail)
-
-
-@pytest.mark.parametrize("gate", ["mamba2", "bounded"])
-def test_layer_decodes_token_by_token_as_one_pass(gate):
-    torch.manual_seed(0)
-    config = kda.KDAConfig(hidden_size=32, num_heads=2, head_dim=16, gate=gate, chunk_size=16)
-    layer = kda.KimiDeltaAttention(config).double()
-    x = torch.randn(2, 40, 32, dtype=torch.float64)
-    y_ref, state_ref = layer(x)
-    y, state = layer(x[:, :23])                      # a prompt (chunked), then one token at a time
-    ys = [y]
-    for t in range(23, 40):
-        y_t, state = layer(x[:, t:t + 1], state)
-        ys.append(y_t)
-    lab.check_close(f"{gate}: decode = one pass", y_ref, torch.cat(ys, dim=1))
-    for name in ("S", "q_tail", "k_tail", "v_tail"):
-        lab.check_close(f"{gate}: state {name}", getattr(state_ref, name), getattr(state, name))
-    assert state_ref.length == state.length == 40          # tokens seen, as the KV and latent caches count
-    per_sequence = 2 * 16 * 16 + 3 * 2 * 16 * 3                  # S [H, K, V] and three tails [H*K, 3]
-    assert layer.config.state_numbers == per_sequence
-    assert state.nbytes == 2 * per_sequence * 8                  # the whole batch of 2, float64
-
-
-def test_layer_parameters_map_to_kimik3_weights():
-    """KimiK3's KDA weight list (docs/facts.md): hidden 7168, 96 heads x 128, the bounded gate."""
-    with torch.device("meta"):
-        config = kda.KDAConfig(hidden_size=7168, num_heads=96, head_dim=128, gate="bounded")
-        layer = kda.KimiDeltaAttention(config)
-    expected = {
-        "q_proj.weight": (12288, 7168), "k_proj.weight": (12288, 7168), "v_proj.weight": (12288, 7168),
-        "q_conv1d.weight": (12288, 1, 4), "k_conv1d.weight": (12288, 1, 4), "v_conv1d.weight": (12288, 1, 4),
-        "f_a_proj.weight": (128, 7168), "f_b_proj.weight": (12288, 128), "b_proj.weight": (96, 7168),
-        "A_log": (128,), "dt_bias": (12288,), "o_norm.weight": (128,), "g_proj.weight": (12288, 7168),
-        "o_proj.weight": (7168, 12288),
-    }
-    assert {n: tuple(p.shape) for n, p in layer.named_parameters()} == expected
-
-
-def test_layer_rejects_unknown_gate():
-    with pytest.raises(ValueError, match="gate"):
-        kda.KDAConfig(32, 2, 16, gate="softmax")

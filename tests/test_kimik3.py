@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kimik3_lessons import kimik3, lab, mla
-from kimik3_lessons.kda import KDACache
+from kimik3_lessons.kimi_linear import KDACache
 
 FULL, TINY = kimik3.KimiK3Config.full(), kimik3.KimiK3Config.tiny()
 

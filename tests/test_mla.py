@@ -295,12 +295,13 @@ def test_bad_config_and_cache_formula_raise_value_error():
 
 def test_lesson_08_uses_the_course_definitions_of_kimik3_decode_memory():
     """Lessons 08 and 11 quote one MHA baseline and one KDA state for KimiK3: lesson 08 computes them from
-    gpt2.cache_bytes_per_token and kda.KDAConfig(...).state_numbers, lesson 11 from decode_memory_bytes."""
-    from kimik3_lessons import gpt2, kda, kimik3
+    gpt2.cache_bytes_per_token and kimi_linear.KDAConfig(...).state_numbers, lesson 11 from
+    decode_memory_bytes."""
+    from kimik3_lessons import gpt2, kimi_linear, kimik3
     full, context = kimik3.KimiK3Config.full(), 2**20
     mha = gpt2.cache_bytes_per_token("mha", num_layers=93, num_heads=96, head_dim=128) * context
     assert kimik3.decode_memory_bytes(full, context, "mha") == mha
-    states = 69 * kda.KDAConfig(7168, 96, 128, gate="bounded").state_numbers * 2
+    states = 69 * kimi_linear.KDAConfig(7168, 96, 128, forget_gate="bounded").state_numbers * 2
     latents = mla.cache_bytes_per_token("mla", num_layers=24, kv_lora_rank=512, qk_rope_head_dim=64) * context
     assert kimik3.decode_memory_bytes(full, context) == states + latents
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kimik3_lessons import gated_deltanet, gpt2, kda, lab, mixers, mla, mqar, recall_training
+from kimik3_lessons import gated_deltanet, gpt2, kda, kimi_linear, lab, mixers, mla, mqar, recall_training
 from kimik3_lessons import recall_task as task_module
 
 TASK = task_module.MQARTask(seq_len=64, num_pairs=8, vocab_size=64, min_distance=16)
@@ -87,13 +87,13 @@ def test_every_mixer_trains_with_finite_gradients(mixer):
 
 def test_the_recurrent_layers_follow_the_family_declaration():
     """DeltaRuleMixer takes beta where the family member is a delta rule and a gate where it decays per
-    head; KDA, which has a layer class of its own in the family, is built as that class."""
+    head; KDA, which decays per key channel, is built as lesson 07b's layer, and DeltaRuleMixer refuses it."""
     config = mqar.RecallConfig("hybrid", hidden_size=32)
     for name, member in mixers.MIXERS.items():
         layer = mqar.build_mixer(config, name)
-        if member.layer is not None:
-            assert type(layer) is member.layer
-            with pytest.raises(ValueError, match="layer of its own"):
+        if member.decay == "channel":
+            assert type(layer) is kimi_linear.KimiDeltaAttention
+            with pytest.raises(ValueError, match="decays per key channel"):
                 mqar.DeltaRuleMixer(config, name)
             continue
         assert isinstance(layer, mqar.DeltaRuleMixer) and layer.rule is member
@@ -125,7 +125,8 @@ def test_no_conv_makes_every_convolution_the_identity():
     for conv in convs:
         assert not conv.weight.requires_grad
         channels = x.repeat(1, 1, conv.weight.shape[0] // 32)
-        lab.check_close("a frozen convolution", channels, kda.short_conv(channels, conv.weight)[0], rtol=1e-6)
+        lab.check_close("a frozen convolution", channels, kimi_linear.short_conv(channels, conv.weight)[0],
+                        rtol=1e-6)
     assert mqar.conv_reach(model.config) == 0
 
 
@@ -148,7 +149,7 @@ def test_state_numbers_match_the_real_caches():
     config = mqar.RecallConfig("hybrid", hidden_size=D, num_heads=H)
     x = torch.randn(1, T, D)
     numbers = mqar.state_numbers(config, T)
-    _, kda_cache = kda.KimiDeltaAttention(config.kda_config())(x)
+    _, kda_cache = kimi_linear.KimiDeltaAttention(config.kda_config())(x)
     assert numbers[0] == kda_cache.nbytes // 4
     _, latent = mla.MultiHeadLatentAttention(config.mla_config())(x)
     conv_tail = D * (config.conv_size - 1)

@@ -68,7 +68,7 @@ ANSWERS = {
     "05b.1": ("deltanet.chunk_state_scan",), "05b.2": (), "05b.3": ("deltanet.forward_substitution_tile",),
     "06.1": ("gated_deltanet.decay_mask",), "06.2": (), "06.3": (),
     "07a.1": ("kda.decayed_scores", "kda.decayed_scores_tile"), "07a.2": (), "07a.3": (),
-    "07b.1": (), "07b.2": ("kda.KDAConfig.state_numbers",),
+    "07b.1": (), "07b.2": ("kimi_linear.KDAConfig.state_numbers",),
     "08.1": ("mla.MultiHeadLatentAttention.attend_absorbed",), "08.2": (),
     "09a.1": ("moe.LatentMoE.forward",), "09a.2": (),
     "09b.1": (), "09b.2": ("moe._tanh", "moe.situ_kernel"),

@@ -77,8 +77,8 @@ def check_polynomial_features(polynomial_features):
             got = list(f.shape) if isinstance(f, torch.Tensor) else type(f).__name__
             raise Wrong(f"{name} should be [B, H, T, width] = [{B}, {H}, {T}, width] for q "
                         f"[{B}, {H}, {T}, {d}], got {got}. Hint: build features from the last dimension.")
-    weights = fq @ fk.transpose(-1, -2)                                 # [B, H, T, T]
-    ref = (q @ k.transpose(-1, -2)) ** 2
+    weights = fq @ fk.mT                                 # [B, H, T, T]
+    ref = (q @ k.mT) ** 2
     err = expect_close("phi(Q) phi(K)^T", ref, weights,
                        hint="Hint: (q . k)^2 = sum_ij q_i q_j k_i k_j, a dot product of the d² products "
                             "x_i x_j (the outer product x x^T, flattened).")

@@ -77,7 +77,7 @@ def check_chunk_states(chunk_states):
         watch.verdict("no recurrence: the chunk writes in one batched product, then one cumsum.",
                       "`chunk_states`")
         expect_tensor(f"the states (chunks of {C})", out, (B, H, N, K, V), dtype=F64)
-        writes = contract.split_chunks(k, C).transpose(-1, -2) @ contract.split_chunks(v, C)
+        writes = contract.split_chunks(k, C).mT @ contract.split_chunks(v, C)
         known = {"chunk n's entry includes chunk n's own write K_n^T V_n: that is the state *after* the "
                  "chunk. The output of chunk n needs the state it starts from, S_n = S_0 + the writes of "
                  "chunks 0..n-1 (an exclusive prefix sum: put S_0 first, then drop the last entry)":
@@ -123,14 +123,14 @@ def check_intra_chunk_scores(intra_chunk_scores):
     watch.verdict("build the scores in PyTorch from split_chunks and tril, without running the kernel.",
                   "`intra_chunk_scores`")
     expect_tensor("A_qk", out, (B, H, T, C))
-    scores = contract.split_chunks(q, C) @ contract.split_chunks(k, C).transpose(-1, -2)    # [B, H, N, C, C]
+    scores = contract.split_chunks(q, C) @ contract.split_chunks(k, C).mT    # [B, H, N, C, C]
     as_rows = lambda A: contract.merge_chunks(A, T)                                          # noqa: E731
     known = {"the diagonal is missing (tril(-1)): a token sees itself, q_t . k_t belongs to its own output":
              as_rows(scores.tril(-1)),
              "nothing is masked: row t of a chunk may only see the keys up to t (tril), never later ones":
              as_rows(scores),
              "rows and columns are swapped: row t holds q_t . k_j (query t against key j), not k_t . q_j":
-             as_rows(scores.transpose(-1, -2).tril())}
+             as_rows(scores.mT.tril())}
     known_mistake("A_qk", ref, out, known, rtol=1e-5)
     err = expect_close("A_qk", ref, out, rtol=1e-5,
                        hint="Hint: split q and k into chunks, tril(Q_n K_n^T) per chunk, then merge_chunks "

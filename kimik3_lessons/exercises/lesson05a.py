@@ -32,7 +32,7 @@ def _chunk(N, C, K, V):
 
 
 def _strict_tril(k, beta):
-    return torch.tril(beta[..., None] * (k @ k.transpose(-1, -2)), diagonal=-1)
+    return torch.tril(beta[..., None] * (k @ k.mT), diagonal=-1)
 
 
 @exercise("05a.1", "forward_substitution_in_place", "forward substitution as the article writes it, in place",
@@ -96,7 +96,7 @@ def _from_original(A):
 def check_wy_form(wy_form):
     N, C, K, V = 4, random.randint(5, 24), 12, 7                # K != V catches a transposed product
     k, v, beta = _chunk(N, C, K, V)
-    W_ref, U_ref = deltanet.wy_representation(k, v, beta)
+    W_ref, U_ref = deltanet.wy_representation(_strict_tril(k, beta), beta[..., None] * k, beta[..., None] * v)
     inverses = (deltanet.forward_substitution, deltanet.blocked_forward_substitution)
     module = [f for name, f in vars(deltanet).items()
               if inspect.isfunction(f) and f.__module__ == deltanet.__name__ and f not in inverses]
@@ -109,9 +109,9 @@ def check_wy_form(wy_form):
     expect_tensor("W", W, W_ref.shape)
     expect_tensor("U", U, U_ref.shape)
     L_inv = deltanet.forward_substitution(_strict_tril(k, beta))
-    wrong_side = deltanet.forward_substitution(torch.tril(k @ k.transpose(-1, -2) * beta[..., None, :], -1))
+    wrong_side = deltanet.forward_substitution(torch.tril(k @ k.mT * beta[..., None, :], -1))
     with_diagonal = torch.linalg.inv(torch.eye(C, dtype=F64)
-                                     + torch.tril(beta[..., None] * (k @ k.transpose(-1, -2))))
+                                     + torch.tril(beta[..., None] * (k @ k.mT)))
     bk = beta[..., None] * k
     known_W = {"beta is on the wrong side of K K^T: A_ij = beta_i (k_i . k_j), row i scaled by its own beta "
                "(diag(beta) K K^T), not column j":
@@ -128,6 +128,6 @@ def check_wy_form(wy_form):
     err_U = expect_close("U", U_ref, U, hint="Hint: U = L_inv (beta[..., None] * V), with the L_inv of W.")
     P = deltanet.householder_product(k, beta)
     err_P = expect_close("I - K^T W against the product of the chunk's Householder factors", P,
-                         torch.eye(K, dtype=F64) - k.transpose(-1, -2) @ W)
+                         torch.eye(K, dtype=F64) - k.mT @ W)
     return (f"{N} chunks of C = {C}: W and U equal wy_representation's ({err_W:.0e}, {err_U:.0e}), and "
             f"I - K^T W = H_C ... H_1 ({err_P:.0e})")

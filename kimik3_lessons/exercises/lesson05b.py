@@ -41,7 +41,8 @@ def check_state_pass(state_pass):
     T = random.randint(3 * C + 1, 5 * C - 1)                       # the last chunk is padded
     _, k, v, beta = _inputs(B, H, T, K, V)
     k, v, beta = (contract.split_chunks(x, C) for x in (k, v, beta))
-    W, U = deltanet.wy_representation(k, v, beta)
+    k_beta = beta[..., None] * k
+    W, U = deltanet.wy_representation(torch.tril(k_beta @ k.mT, diagonal=-1), k_beta, beta[..., None] * v)
     S0 = torch.randn(B, H, K, V, dtype=F64)
     S_n_ref, U_new_ref, S_ref = deltanet.chunk_state_scan(W, U, k, S0)
     given = S0.clone()
@@ -57,7 +58,7 @@ def check_state_pass(state_pass):
     expect_tensor("S_n", S_n, S_n_ref.shape)
     expect_tensor("U'", U_new, U_new_ref.shape)
     expect_tensor("the final state", S, S_ref.shape)
-    writes = k.transpose(-1, -2) @ U                             # K_n^T U_n: the uncorrected writes
+    writes = k.mT @ U                             # K_n^T U_n: the uncorrected writes
     before = torch.cat([torch.zeros_like(writes[:, :, :1]), writes.cumsum(2)[:, :, :-1]], dim=2)
     uncorrected = S0[:, :, None] + before
     known = {"the state was updated with U, not with the corrected U' = U - W S: S <- S + K^T U'":

@@ -5,7 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import gated_deltanet
+from kimik3_lessons import deltanet, gated_deltanet
 from kimik3_lessons.exercises import Wrong, attempt, exercise, expect_close, expect_tensor, known_mistake
 
 F64 = torch.float64
@@ -107,7 +107,7 @@ def check_chunk_state_update(chunk_state_update):
     G = g.cumsum(0)
     Gamma = gated_deltanet.decay_mask(G)
     A = (beta[:, None] * (k @ k.T) * Gamma).tril(-1)
-    W, U = gated_deltanet.decayed_wy_representation(A, torch.exp(G)[:, None] * k, v, beta)
+    W, U = deltanet.wy_representation(A, beta[:, None] * torch.exp(G)[:, None] * k, beta[:, None] * v)
     U_new = U - W @ S0
     out = attempt(chunk_state_update, S0.clone(), k.clone(), U_new.clone(), G.clone())
     expect_tensor("the state after the chunk", out, (K, V), dtype=F64)

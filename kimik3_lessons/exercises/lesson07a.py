@@ -4,7 +4,7 @@ state carried across a chunk with a decay per key row."""
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import gated_deltanet, kda
+from kimik3_lessons import deltanet, kda
 from kimik3_lessons.exercises import (
     Watch,
     Wrong,
@@ -133,7 +133,7 @@ def check_chunk_state_update_per_channel(chunk_state_update_per_channel):
     # What the chunk form has before the update: G [C, K] and U' = U - W S0 (lesson 07a, section 4).
     G = g.cumsum(0)
     A = (beta[:, None] * kda.decayed_scores(k, k, G)).tril(-1)
-    W, U = gated_deltanet.decayed_wy_representation(A, torch.exp(G) * k, v, beta)
+    W, U = deltanet.wy_representation(A, beta[:, None] * torch.exp(G) * k, beta[:, None] * v)
     U_new = U - W @ S0
     out = attempt(chunk_state_update_per_channel, S0.clone(), k.clone(), U_new.clone(), G.clone())
     expect_tensor("the state after the chunk", out, (K, K), dtype=F64)

@@ -3,7 +3,7 @@ and what a KDA layer carries per sequence."""
 
 import torch
 
-from kimik3_lessons import kda
+from kimik3_lessons import kimi_linear
 from kimik3_lessons.exercises import (
     Watch,
     Wrong,
@@ -23,11 +23,11 @@ def check_short_conv_step(short_conv_step):
     B, T, D, W = 2, int(torch.randint(6, 15, ())), 5, 4
     x = torch.randn(B, T, D, dtype=F64)
     weight = torch.randn(D, 1, W, dtype=F64)
-    y_ref, tail_ref = kda.short_conv(x, weight)                    # the whole sequence at once
+    y_ref, tail_ref = kimi_linear.short_conv(x, weight)                    # the whole sequence at once
     # The same sequence one token at a time through the student's step, from a zero tail.
     tail, steps = torch.zeros(B, D, W - 1, dtype=F64), []
     for t in range(T):
-        with Watch(forbid=[kda.short_conv]) as watch:
+        with Watch(forbid=[kimi_linear.short_conv]) as watch:
             out = attempt(short_conv_step, x[:, t].clone(), weight.clone(), tail.clone())
         watch.verdict("one window [tail, x_t] times the weights, summed: no convolution call.",
                       "`short_conv_step`")
@@ -38,9 +38,9 @@ def check_short_conv_step(short_conv_step):
         tail = new_tail
     y = torch.stack(steps, dim=1)
     if not matches(y_ref, y):
-        flipped, _ = kda.short_conv(x, weight.flip(-1))
+        flipped, _ = kimi_linear.short_conv(x, weight.flip(-1))
         if matches(flipped, y):
-            raise Wrong("the outputs differ from kda.short_conv's", hint="The weights run backwards: "
+            raise Wrong("the outputs differ from kimi_linear.short_conv's", hint="The weights run backwards: "
                         "weight[:, 0, W-1] multiplies the newest input x_t and weight[:, 0, 0] the oldest, "
                         "x_{t-W+1} (the tail holds the inputs oldest first).")
         if matches(weight[:, 0, -1] * x, y):
@@ -55,7 +55,7 @@ def check_short_conv_step(short_conv_step):
                             "(oldest first, W inputs); the new tail is window[..., 1:].")
     err_tail = expect_close("the final tail", tail_ref, tail, row_dim=-1,
                             hint="Hint: the new tail is the last W-1 inputs, oldest first.")
-    return (f"{T} tokens one at a time == kda.short_conv on the whole sequence (relative errors "
+    return (f"{T} tokens one at a time == kimi_linear.short_conv on the whole sequence (relative errors "
             f"{err:.0e}, tail {err_tail:.0e})")
 
 
@@ -65,12 +65,13 @@ def check_state_numbers(state_numbers):
     for _ in range(3):
         H, K = int(torch.randint(1, 5, ())), int(torch.randint(2, 9, ()))
         conv_size, B = int(torch.randint(2, 6, ())), int(torch.randint(1, 4, ()))
-        config = kda.KDAConfig(hidden_size=12, num_heads=H, head_dim=K, conv_size=conv_size, chunk_size=4)
-        layer = kda.KimiDeltaAttention(config).double()
+        config = kimi_linear.KDAConfig(hidden_size=12, num_heads=H, head_dim=K, conv_size=conv_size,
+                                       chunk_size=4)
+        layer = kimi_linear.KimiDeltaAttention(config).double()
         with torch.no_grad():
             _, cache = layer(torch.randn(B, 7, 12, dtype=F64))
         measured = cache.nbytes // (B * 8)                       # numbers per sequence (float64: 8 bytes)
-        with Watch(forbid=[kda.KDAConfig.state_numbers]) as watch:
+        with Watch(forbid=[kimi_linear.KDAConfig.state_numbers]) as watch:
             out = attempt(state_numbers, H, K, conv_size)
         watch.verdict("count the state and the tails from the shapes yourself.", "`state_numbers`")
         try:
