@@ -120,7 +120,8 @@ def pytest_terminal_summary(terminalreporter, config):
                   key=lambda r: r["started"]) if (scratch / "reports").is_dir() else []
     if not rows:
         return
-    lines = [f"{'notebook':<36} {'worker':>6} {'open':>6} {'run all':>8} {'sliders':>8} {'total':>7}  problems"]
+    lines = [f"{'notebook':<36} {'worker':>6} {'open':>6} {'run all':>8} {'sliders':>8} {'total':>7}  "
+             "problems"]
     for r in rows:
         t = r["timings"]
         found = ", ".join(r["kinds"]) or "none"
