@@ -39,7 +39,9 @@ def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
     rows = json.loads(rows_file.read_text())
     for row in rows:
         assert not gpu_targets.problems(row), row
-        assert row["registers"] <= 255 and row["spill_bytes"] == 0, row
+        assert row["spill_bytes"] == 0, row
+        # headroom: well below the 255 a thread can have (gpu_targets.MAX_REGISTERS says why)
+        assert row["registers"] <= gpu_targets.MAX_REGISTERS, row
     # every *_kernel of the package is among those compiled (a kernel added later must be added there too)
     listed = {k.__name__ for _, _, k, *_ in gpu_targets.course_kernels(128, 64)}
     names = kernels_in_the_package()
