@@ -1,8 +1,9 @@
 """Compile every Triton kernel of the course for real GPU targets, without a GPU, and report its cost.
 
     python -m kimik3_lessons compile-kernels            # the table: every kernel x target x head size
-    python -m kimik3_lessons compile-kernels --check    # exit 1 on an error, a spill, too much shared
-                                                        # memory or a compile slower than --max-seconds
+    python -m kimik3_lessons compile-kernels --check    # exit 1 on an error, a spill, more than
+                                                        # MAX_REGISTERS registers, too much shared memory
+                                                        # or a compile slower than --max-seconds
 (`benchmarks/compile_kernels.py` is the same command.) From a notebook, whose Triton runs in the
 interpreter, `compile_in_subprocess(...)` runs it in a fresh Python and returns the rows.
 
@@ -207,14 +208,17 @@ def jobs(families, head_dims, chunk_sizes, targets):
     return out
 
 
-def problems(row, max_seconds=MAX_SECONDS):
-    """What is wrong with one compiled kernel: an error, no report, a spill, too much shared memory, a
-    compile slower than max_seconds (CPU)."""
+def problems(row, max_seconds=MAX_SECONDS, max_registers=MAX_REGISTERS):
+    """What is wrong with one compiled kernel: an error, no report, a spill, more than max_registers per
+    thread (no headroom under the 255 it can have), too much shared memory, a compile slower than
+    max_seconds (CPU)."""
     if "error" in row:
         return [f"compile error: {row['error']}"]
     found = []
     if row["registers"] is None:
         found.append("ptxas -v reported no register count")
+    elif row["registers"] > max_registers:
+        found.append(f"uses {row['registers']} registers per thread, more than {max_registers}")
     if row["spill_bytes"]:
         found.append(f"spills {row['spill_bytes']} bytes to local memory")
     if row["shared_bytes"] > row["shared_limit"]:

@@ -96,6 +96,7 @@ def test_the_check_catches_spills_and_too_much_shared_memory(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (dict(spill_bytes=8), "spills 8 bytes"), (dict(shared_bytes=70_000), "shared memory"),
     (dict(seconds=11.0), "CPU s >"), (dict(registers=None), "ptxas -v reported no register count"),
+    (dict(registers=gpu_targets.MAX_REGISTERS + 1), "registers per thread, more than"),
     (dict(error="SyntaxError: x"), "compile error")])
 def test_problems_names_each_failure(change, message):
     fine = dict(registers=100, spill_bytes=0, shared_bytes=16_384, shared_limit=65_536, seconds=1.0)
