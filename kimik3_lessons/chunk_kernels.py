@@ -39,7 +39,9 @@ How the kernels are written (every kernel of the course keeps these rules):
 The tensors, by the names the kernels give them:
     inputs        q, k [B*H, T, K]; v [B*H, T, V]; beta [B*H, T]; g_cum [B*H, N*C] or [B*H, N*C, K]: the log
                   decay summed inside each chunk, G = cumsum(g), computed by the launcher (one PyTorch line)
-    intra-chunk   a_qk [B*H, T, C]; w, qd, kd [B*H, T, K]; u [B*H, T, V]; decay [B*H, N, K]
+    intra-chunk   a_qk [B*H, T, C]; l_inv [B*H, T, C] (L_inv = (I + A)^{-1}, stored by the delta rule's
+                  kernels and read back in slices: `deltanet.wy_slices`); w, qd, kd [B*H, T, K];
+                  u [B*H, T, V]; decay [B*H, N, K]
     the walk      s0, s_out [B*H, K, V]; h [B*H, N, K, V] (S_n); u_new [B*H, T, V] (U'_n); o [B*H, T, V]
 Every tile is small, so nothing spills out of registers on a T4, an A100 or an H100, even when the products
 run in plain float32 (`python -m kimik3_lessons compile-kernels` compiles every kernel for them and checks).
@@ -55,8 +57,10 @@ from kimik3_lessons import contract
 # tensor cores: a T4, or "ieee" anywhere) already needs most of a thread's 255 registers, so the kernels
 # multiply thin slices: 16 columns of K or V inside a chunk, 16 rows of a chunk at a time in the walk.
 # maxnreg lets a thread use all the 255 registers it can have: left to itself, ptxas sometimes
-# caps a large kernel at 128 and spills the rest. The output kernel runs 8 warps: with 4 each thread held
-# 254 of its 255 registers, and a compiler release needing a few more would have spilled.
+# caps a large kernel at 128 and spills the rest. Every kernel runs 8 warps: with 4 the output kernel's
+# threads held 254 of their 255 registers. The kernels leave headroom under the cap (at most
+# `gpu_targets.MAX_REGISTERS`, checked by tests/test_gpu_targets.py), so that a compiler release needing a
+# few more registers does not spill.
 SLICE = 16
 LAUNCH = {"intra": dict(num_warps=8, num_stages=1, maxnreg=255),
           "scan": dict(num_warps=8, num_stages=1, maxnreg=255),
@@ -305,6 +309,7 @@ def launch_chunked(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_
     new = q.new_empty
     u = new(B, H, T, V) if delta else v                  # without the delta rule U = V, and U' = U
     tensors = dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
+                   l_inv=new(B, H, T, C) if delta else None,
                    w=new(B, H, T, K) if delta else None, u=u,
                    qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
                    decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),

@@ -234,14 +234,34 @@ def forward_substitution_tile(A, C: tl.constexpr):
 
 
 @triton.jit
-def wy_slices(L_inv, Scale, x, out, t, T, width, SLICE: tl.constexpr, PRECISION: tl.constexpr):
-    """out = L_inv diag(Scale) X for the rows t of x [T, width] (W from K, U from V), written SLICE columns
-    at a time: the WY form's products, in slices."""
+def wy_slices(l_inv, beta, g_cum, x, out, n, T, width, C: tl.constexpr, SLICE: tl.constexpr,
+              DECAY: tl.constexpr, PRECISION: tl.constexpr):
+    """out = L_inv diag(Beta) (D * X) for chunk n's rows of x [T, width] (W from K, U from V), written
+    SLICE columns at a time: the WY form's products. D is the rows' decay from the chunk's start: 1 (DECAY
+    None; g_cum is not read), e^{G_j} per row ("head", g_cum [N*C]) or e^{G_jd} per entry ("channel",
+    g_cum [N*C, width]).
+
+    L_inv is read back from l_inv [T, C], where the kernel stored it, SLICE columns at a time, each with
+    the SLICE rows of X it multiplies, and the products accumulate (`acc=`): every product is SLICE deep.
+    One [C, C] x [C, SLICE] product of the tile in registers would be C deep, and on the CUDA cores
+    ("ieee") each thread would hold a row of L_inv and columns of X C long: most of its registers.
+    """
+    t = n * C + tl.arange(0, C)
     c0 = 0
     while c0 < width:           # a runtime bound: a while loop (the rules in `chunk_kernels`)
         cols = c0 + tl.arange(0, SLICE)
-        X = Scale[:, None] * chunk_kernels.load_rows(x, t, cols, T, width)
-        chunk_kernels.store_rows(out, t, cols, T, width, tl.dot(L_inv, X, input_precision=PRECISION))
+        OUT = tl.zeros([C, SLICE], dtype=tl.float32)
+        for j0 in range(0, C, SLICE):
+            j = n * C + j0 + tl.arange(0, SLICE)                       # rows j of X, columns j of L_inv
+            Beta_j = tl.load(beta + j, mask=j < T, other=0.0)
+            X_j = Beta_j[:, None] * chunk_kernels.load_rows(x, j, cols, T, width)
+            if DECAY == "head":
+                X_j *= tl.exp(tl.load(g_cum + j))[:, None]
+            if DECAY == "channel":
+                X_j *= tl.exp(chunk_kernels.load_rows(g_cum, j, cols, n * C + C, width))
+            L_inv_j = chunk_kernels.load_rows(l_inv, t, j0 + tl.arange(0, SLICE), T, C)
+            OUT = tl.dot(L_inv_j, X_j, acc=OUT, input_precision=PRECISION)
+        chunk_kernels.store_rows(out, t, cols, T, width, OUT)
         c0 += SLICE
 
 
@@ -254,6 +274,7 @@ def deltanet_intra_chunk_kernel(
     beta,       # [B*H, T]
     # pointers: outputs
     a_qk,       # [B*H, T, C]  A_n = tril(Q_n K_n^T)
+    l_inv,      # [B*H, T, C]  L_inv = (I + A)^{-1} (read back by `wy_slices`)
     w,          # [B*H, T, K]  W_n
     u,          # [B*H, T, V]  U_n
     # sizes
@@ -283,13 +304,16 @@ def deltanet_intra_chunk_kernel(
     v += bh * T * V
     beta += bh * T
     a_qk += bh * T * C
+    l_inv += bh * T * C
     w += bh * T * K
     u += bh * T * V
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
     A = chunk_kernels.dot_rows(k, k, t, T, K, C, SLICE, PRECISION)                              # K K^T
     L_inv = forward_substitution_tile(tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C)
-    wy_slices(L_inv, Beta, k, w, t, T, K, SLICE, PRECISION)                          # W = L_inv diag(Beta) K
-    wy_slices(L_inv, Beta, v, u, t, T, V, SLICE, PRECISION)                          # U = L_inv diag(Beta) V
+    chunk_kernels.store_rows(l_inv, t, r, T, C, L_inv)                  # read back by `wy_slices`
+    tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
+    wy_slices(l_inv, beta, beta, k, w, n, T, K, C, SLICE, None, PRECISION)          # W = L_inv diag(Beta) K
+    wy_slices(l_inv, beta, beta, v, u, n, T, V, C, SLICE, None, PRECISION)          # U = L_inv diag(Beta) V
     A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)                           # Q K^T
     chunk_kernels.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
 

@@ -123,6 +123,7 @@ def gated_deltanet_intra_chunk_kernel(
     beta,       # [B*H, T]
     # pointers: outputs
     a_qk,       # [B*H, T, C]    A_n = tril(Q_n K_n^T * Gamma)
+    l_inv,      # [B*H, T, C]    L_inv = (I + A)^{-1} (read back by `deltanet.wy_slices`)
     w,          # [B*H, T, K]    W_n
     u,          # [B*H, T, V]    U_n
     qd,         # [B*H, T, K]    Qd_n = exp(G) Q_n
@@ -158,6 +159,7 @@ def gated_deltanet_intra_chunk_kernel(
     g_cum += bh * N * C                                                                     # decay
     beta += bh * T
     a_qk += bh * T * C
+    l_inv += bh * T * C
     w += bh * T * K
     u += bh * T * V
     qd += bh * T * K                                                                        # decay
@@ -171,8 +173,10 @@ def gated_deltanet_intra_chunk_kernel(
     A = chunk_kernels.dot_rows(k, k, t, T, K, C, SLICE, PRECISION)
     A = tl.where(r[:, None] > r[None, :], Beta[:, None] * A * Gamma, 0.0)                  # decay: * Gamma
     L_inv = deltanet.forward_substitution_tile(A, C)
-    deltanet.wy_slices(L_inv, Beta * tl.exp(G), k, w, t, T, K, SLICE, PRECISION)         # decay: Beta e^G
-    deltanet.wy_slices(L_inv, Beta, v, u, t, T, V, SLICE, PRECISION)
+    chunk_kernels.store_rows(l_inv, t, r, T, C, L_inv)                  # read back by `deltanet.wy_slices`
+    tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
+    deltanet.wy_slices(l_inv, beta, g_cum, k, w, n, T, K, C, SLICE, "head", PRECISION)     # decay: e^G K
+    deltanet.wy_slices(l_inv, beta, g_cum, v, u, n, T, V, C, SLICE, None, PRECISION)
     k0 = 0
     while k0 < K:                                                                          # decay
         cols = k0 + tl.arange(0, SLICE)

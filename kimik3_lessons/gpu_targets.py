@@ -1,8 +1,9 @@
 """Compile every Triton kernel of the course for real GPU targets, without a GPU, and report its cost.
 
     python -m kimik3_lessons compile-kernels            # the table: every kernel x target x head size
-    python -m kimik3_lessons compile-kernels --check    # exit 1 on an error, a spill, too much shared
-                                                        # memory or a compile slower than --max-seconds
+    python -m kimik3_lessons compile-kernels --check    # exit 1 on an error, a spill, more than
+                                                        # MAX_REGISTERS registers, too much shared memory
+                                                        # or a compile slower than --max-seconds
 (`benchmarks/compile_kernels.py` is the same command.) From a notebook, whose Triton runs in the
 interpreter, `compile_in_subprocess(...)` runs it in a fresh Python and returns the rows.
 
@@ -37,6 +38,13 @@ TARGETS = {75: ("T4", 64 * 1024), 80: ("A100", 163 * 1024), 90: ("H100", 227 * 1
 # CPU while a first call on Colab, which compiles three kernels, still starts within half a minute.
 # (Before the kernels were split into thin tiles, one of them compiled for over 300 s.)
 MAX_SECONDS = 10.0
+# The most registers a thread of any kernel here may use, with the launcher's 8 warps and maxnreg=255: a
+# thread can have 255, and a kernel near that fails the no-spill checks as soon as another triton or ptxas
+# release needs a few more (the intra-chunk kernels once used 241-255). 224 leaves 31, an eighth, for that;
+# measured with triton 3.9 and 3.4, the most any kernel uses is 224 (KDA's intra-chunk kernel, sm_90, ieee).
+# (Fewer registers would not buy a second block per SM: that takes <= 128 at 8 warps, far below what a
+# [64, 64] float32 tile product on the CUDA cores needs.) tests/test_gpu_targets.py checks every row.
+MAX_REGISTERS = 224
 
 
 def compile_mode():
@@ -200,14 +208,17 @@ def jobs(families, head_dims, chunk_sizes, targets):
     return out
 
 
-def problems(row, max_seconds=MAX_SECONDS):
-    """What is wrong with one compiled kernel: an error, no report, a spill, too much shared memory, a
-    compile slower than max_seconds (CPU)."""
+def problems(row, max_seconds=MAX_SECONDS, max_registers=MAX_REGISTERS):
+    """What is wrong with one compiled kernel: an error, no report, a spill, more than max_registers per
+    thread (no headroom under the 255 it can have), too much shared memory, a compile slower than
+    max_seconds (CPU)."""
     if "error" in row:
         return [f"compile error: {row['error']}"]
     found = []
     if row["registers"] is None:
         found.append("ptxas -v reported no register count")
+    elif row["registers"] > max_registers:
+        found.append(f"uses {row['registers']} registers per thread, more than {max_registers}")
     if row["spill_bytes"]:
         found.append(f"spills {row['spill_bytes']} bytes to local memory")
     if row["shared_bytes"] > row["shared_limit"]:

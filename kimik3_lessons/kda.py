@@ -143,30 +143,45 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
 
 
 @triton.jit
-def decayed_scores_tile(X, Y, g_cum, t0, cols, K, C: tl.constexpr, LOG_C: tl.constexpr,
+def decayed_scores_tile(x, y, g_cum, n, T, K, C: tl.constexpr, LOG_C: tl.constexpr, SLICE: tl.constexpr,
                         PRECISION: tl.constexpr):
-    """P_ij = sum_d X_id Y_jd exp(G_id - G_jd) for i >= j, else 0, over one slice of channels:
-    X, Y [C, SLICE] -> P [C, C] (`decayed_scores` on a tile; X = K gives A before beta, X = Q gives A_qk).
-    G is read from g_cum (the chunk starts at row t0; columns `cols` of K).
+    """P_ij = sum_d X_id Y_jd exp(G_id - G_jd) for i >= j, else 0, for chunk n's rows of x, y [T, K]:
+    P [C, C] (`decayed_scores` on a tile; x = k gives A before beta, x = q gives A_qk), with G read from
+    g_cum [N*C, K]. Like `chunk_kernels.dot_rows`, every sum over channels runs in slices of SLICE.
 
-    Level by level, blocks of size s = C, C/2, ..., 2: rows in the lower half of a block and columns
-    in its upper half meet through the block's reference row (the last row of its upper half), with
-    exp(G_i - G_ref) <= 1 and exp(G_ref - G_j) <= 1: one product per level covers every such quadrant.
-    The diagonal (i = j) has no decay: it is the diagonal of X Y^T.
+    The diagonal (i = j) has no decay: sum_d X_id Y_id. Then level by level, blocks of size s = C, C/2,
+    ..., 2: rows in the lower half of a block and columns in its upper half meet through the block's
+    reference row (the last row of its upper half), with exp(G_i - G_ref) <= 1 and exp(G_ref - G_j) <= 1:
+    one product per level, summed over the slices (`acc=`), covers every such quadrant.
     """
     r = tl.arange(0, C)
-    G = chunk_kernels.load_rows(g_cum, t0 + r, cols, t0 + C, K)
-    P = tl.where(r[:, None] == r[None, :], tl.dot(X, tl.trans(Y), input_precision=PRECISION), 0.0)
+    t = n * C + r
+    Diagonal = tl.zeros([C], dtype=tl.float32)
+    k0 = 0
+    while k0 < K:               # a runtime bound: a while loop (the rules in `chunk_kernels`)
+        cols = k0 + tl.arange(0, SLICE)
+        X = chunk_kernels.load_rows(x, t, cols, T, K)
+        Diagonal += tl.sum(X * chunk_kernels.load_rows(y, t, cols, T, K), axis=1)
+        k0 += SLICE
+    P = tl.where(r[:, None] == r[None, :], Diagonal[:, None], 0.0)
     for level in range(LOG_C):                           # a loop, not unrolled: one level's tiles at a time
         s = C >> level
         half = s // 2
         upper = (r % s) < half                               # in the upper half of its block
-        ref = (r // s) * s + half - 1                        # the block's reference row
-        G_ref = chunk_kernels.load_rows(g_cum, t0 + ref, cols, t0 + C, K)   # row i: G at its reference row
-        X_i = X * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                   # e^{G_i - G_ref} <= 1
-        Y_j = tl.where(upper[:, None], Y * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)  # <= 1 too
+        ref = n * C + (r // s) * s + half - 1                # the block's reference row
         quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= half) & upper[None, :]
-        P += tl.where(quadrant, tl.dot(X_i, tl.trans(Y_j), input_precision=PRECISION), 0.0)
+        P_level = tl.zeros([C, C], dtype=tl.float32)
+        k0 = 0
+        while k0 < K:
+            cols = k0 + tl.arange(0, SLICE)
+            G = chunk_kernels.load_rows(g_cum, t, cols, n * C + C, K)
+            G_ref = chunk_kernels.load_rows(g_cum, ref, cols, n * C + C, K)   # row i: G at its reference row
+            X_i = chunk_kernels.load_rows(x, t, cols, T, K) * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))
+            Y_j = tl.where(upper[:, None], chunk_kernels.load_rows(y, t, cols, T, K)
+                           * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)          # <= 1 too
+            P_level = tl.dot(X_i, tl.trans(Y_j), acc=P_level, input_precision=PRECISION)
+            k0 += SLICE
+        P += tl.where(quadrant, P_level, 0.0)
     return P
 
 
@@ -180,6 +195,7 @@ def kda_intra_chunk_kernel(
     beta,       # [B*H, T]
     # pointers: outputs
     a_qk,       # [B*H, T, C]    A_n, the decayed scores of Q_n with K_n
+    l_inv,      # [B*H, T, C]    L_inv = (I + A)^{-1} (read back by `deltanet.wy_slices`)
     w,          # [B*H, T, K]    W_n
     u,          # [B*H, T, V]    U_n
     qd,         # [B*H, T, K]    Qd_n = exp(G) * Q_n
@@ -217,41 +233,31 @@ def kda_intra_chunk_kernel(
     g_cum += bh * N * C * K                                                              # per channel
     beta += bh * T
     a_qk += bh * T * C
+    l_inv += bh * T * C
     w += bh * T * K
     u += bh * T * V
     qd += bh * T * K
     kd += bh * T * K
     decay += (bh * N + n) * K
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    A = tl.zeros([C, C], dtype=tl.float32)
-    k0 = 0
-    while k0 < K:
-        cols = k0 + tl.arange(0, SLICE)
-        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
-        A += decayed_scores_tile(K_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)    # per channel
-        k0 += SLICE
+    A = decayed_scores_tile(k, k, g_cum, n, T, K, C, LOG_C, SLICE, PRECISION)                # per channel
     L_inv = deltanet.forward_substitution_tile(tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C)
-    k0 = 0
-    while k0 < K:
-        cols = k0 + tl.arange(0, SLICE)
-        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
-        G_n = chunk_kernels.load_rows(g_cum, t, cols, N * C, K)
-        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)   # the chunk's last row
-        W_n = tl.dot(L_inv, Beta[:, None] * tl.exp(G_n) * K_n, input_precision=PRECISION)
-        chunk_kernels.store_rows(w, t, cols, T, K, W_n)
-        chunk_kernels.store_rows(qd, t, cols, T, K, tl.exp(G_n) * chunk_kernels.load_rows(q, t, cols, T, K))
-        chunk_kernels.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
-        tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
-        k0 += SLICE
-    deltanet.wy_slices(L_inv, Beta, v, u, t, T, V, SLICE, PRECISION)                # U = L_inv diag(Beta) V
-    A_qk = tl.zeros([C, C], dtype=tl.float32)
+    chunk_kernels.store_rows(l_inv, t, r, T, C, L_inv)                  # read back by `deltanet.wy_slices`
+    tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
+    deltanet.wy_slices(l_inv, beta, g_cum, k, w, n, T, K, C, SLICE, "channel", PRECISION)   # e^G per channel
+    deltanet.wy_slices(l_inv, beta, g_cum, v, u, n, T, V, C, SLICE, None, PRECISION)        # U
     k0 = 0
     while k0 < K:
         cols = k0 + tl.arange(0, SLICE)
         Q_n = chunk_kernels.load_rows(q, t, cols, T, K)
         K_n = chunk_kernels.load_rows(k, t, cols, T, K)
-        A_qk += decayed_scores_tile(Q_n, K_n, g_cum, n * C, cols, K, C, LOG_C, PRECISION)
+        G_n = chunk_kernels.load_rows(g_cum, t, cols, N * C, K)
+        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)   # the chunk's last row
+        chunk_kernels.store_rows(qd, t, cols, T, K, tl.exp(G_n) * Q_n)
+        chunk_kernels.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
+        tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
         k0 += SLICE
+    A_qk = decayed_scores_tile(q, k, g_cum, n, T, K, C, LOG_C, SLICE, PRECISION)
     chunk_kernels.store_rows(a_qk, t, r, T, C, A_qk)
 
 

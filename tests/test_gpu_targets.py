@@ -39,7 +39,9 @@ def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
     rows = json.loads(rows_file.read_text())
     for row in rows:
         assert not gpu_targets.problems(row), row
-        assert row["registers"] <= 255 and row["spill_bytes"] == 0, row
+        assert row["spill_bytes"] == 0, row
+        # headroom: well below the 255 a thread can have (gpu_targets.MAX_REGISTERS says why)
+        assert row["registers"] <= gpu_targets.MAX_REGISTERS, row
     # every *_kernel of the package is among those compiled (a kernel added later must be added there too)
     listed = {k.__name__ for _, _, k, *_ in gpu_targets.course_kernels(128, 64)}
     names = kernels_in_the_package()
@@ -94,6 +96,7 @@ def test_the_check_catches_spills_and_too_much_shared_memory(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (dict(spill_bytes=8), "spills 8 bytes"), (dict(shared_bytes=70_000), "shared memory"),
     (dict(seconds=11.0), "CPU s >"), (dict(registers=None), "ptxas -v reported no register count"),
+    (dict(registers=gpu_targets.MAX_REGISTERS + 1), "registers per thread, more than"),
     (dict(error="SyntaxError: x"), "compile error")])
 def test_problems_names_each_failure(change, message):
     fine = dict(registers=100, spill_bytes=0, shared_bytes=16_384, shared_limit=65_536, seconds=1.0)
