@@ -4,9 +4,9 @@ every mixer (benchmarks/mqar_sweep.py).
 - `answer_loss`, `accuracy`: cross-entropy and argmax accuracy at the answer positions only
 The recipe is each mixer's reference, flash-linear-attention's layers (fla/layers/kda.py,
 gated_deltanet.py, delta_net.py, linear_attn.py):
-- `kimi_linear_gate_init_`, `gated_deltanet_gate_parameters`, `reference_init_`: the gates initialised as
-  those layers initialise them (linear attention and DeltaNet have no gate; their beta, where there is
-  one, is a sigmoid of a bias-free projection in both)
+- `kimi_linear_gate_init_`, `gated_deltanet_gate_parameters`: the gates initialised as those layers
+  initialise them (linear attention and DeltaNet have no gate; their beta, where there is one, is a
+  sigmoid of a bias-free projection in both)
 - `parameter_groups`: AdamW's groups as those layers are trained: no weight decay on the gate parameters
   (`A_log`, `dt_bias`), the norms' scales and the biases
 - `TrainConfig`, `train`: AdamW on fresh batches, warm-up and cosine decay, early stop at a target
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import kda
 from kimik3_lessons.recall_task import IGNORE, MQARTask, mqar_batch
 
 
@@ -59,14 +58,6 @@ def gated_deltanet_gate_parameters(num_heads):
     A = torch.empty(num_heads).uniform_(0, 16)
     dt = torch.empty(num_heads).uniform_(math.log(1e-3), math.log(1e-1)).exp().clamp(min=1e-4)
     return A.log(), dt + torch.log(-torch.expm1(-dt))                        # dt_bias = softplus^{-1}(dt)
-
-
-def reference_init_(model):
-    """Every `kda.KimiDeltaAttention` in `model` re-initialised by `kimi_linear_gate_init_`. Returns model."""
-    for module in model.modules():
-        if isinstance(module, kda.KimiDeltaAttention):
-            kimi_linear_gate_init_(module)
-    return model
 
 
 def parameter_groups(model, weight_decay):
