@@ -130,7 +130,9 @@ def pytest_terminal_summary(terminalreporter, config):
                      f"{t.get('run_all', 0):8.1f} {t.get('sliders', 0):8.1f} {t.get('total', 0):7.1f}  "
                      f"{found}{sliders}")
     total = sum(r["timings"].get("total", 0) for r in rows)
-    lines.append(f"{'sum (the workers ran side by side)':<43} {'':>6} {'':>8} {'':>8} {total:7.1f}")
+    workers = len({r["worker"] for r in rows})
+    title = f"sum ({workers} workers side by side)" if workers > 1 else "sum"
+    lines.append(f"{title:<43} {'':>6} {'':>8} {'':>8} {total:7.1f}")
     stderr = [f"{r['notebook']}: {cell}" for r in rows if not r["control"]
               for cell in dict.fromkeys(r["stderr_cells"])]
     if stderr:
