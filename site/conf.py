@@ -49,3 +49,11 @@ html_theme_options = {
 }
 # The theme's colour mode (light, dark or the reader's system setting); left empty, its script logs an error.
 html_context = {"default_mode": "auto"}
+
+# Translations (docs/translations.md): `make catalogs` extracts every page's messages with the gettext
+# builder, one catalog per page, and sphinx-intl updates locales/<lang>/LC_MESSAGES/<page>.po; `make site`
+# builds the English site at the root and each language under /<lang>/ from those catalogs.
+locale_dirs = [str(ROOT / "locales")]
+gettext_compact = False          # one catalog per page: notebooks/05a_delta_rule.po, docs/teaching.po, ...
+gettext_location = False         # no line numbers: a catalog changes only when a message does
+gettext_uuid = False
