@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.installed-docs
+# The course's translations (docs/translations.md); LANG=<one of them> on the command line picks an edition.
+LANGUAGES := zh_CN de
+EDITION_LANG := $(if $(filter command line,$(origin LANG)),$(LANG))
 
 # Without an NVIDIA GPU, pin the CPU build of PyTorch: a plain `torch` pulls a multi-GB CUDA build.
 # Override for another machine, e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
@@ -34,11 +38,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# `make lab LANG=zh_CN` (or de) opens that edition's notebooks instead.
 # Jupyter refuses to run as root unless told; containers and course machines often are root.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
+	LC_ALL=C.UTF-8 $(BIN)/jupyter lab $(LAB_FLAGS) $(if $(EDITION_LANG),editions/$(EDITION_LANG)/notebooks/,notebooks/)
 
 # In the course: the tests of the course's own making (they need solutions/ or the guide; the list is
 # TEACHER_TESTS in tools/student_edition.py), then the student edition built into the scratch folder and
@@ -46,7 +51,8 @@ lab: $(STAMP)
 # bottom (nbval) as a student meets it, importing the edition's copy of the package. Nothing runs twice.
 # In the edition (no solutions/), `make test` is those two steps. Every cell must run, and every exercise
 # check must say "not attempted yet" (conftest.py).
-test: $(STAMP)
+# In the course, the translations' in-step tests need Sphinx and MyST's parser (the docs extra).
+test: $(STAMP) $(if $(wildcard solutions),$(DOCS_STAMP))
 	rm -rf "$(SCRATCH)" && mkdir -p "$(SCRATCH)/figures"
 ifneq ($(wildcard solutions),)
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile \
@@ -83,9 +89,9 @@ test-browser: $(STAMP)
 # executed notebooks and the docs) into SITE_WORK, Sphinx + MyST-NB build them without running anything,
 # with site/ as the configuration; -W: a warning (a broken link among them) fails the build. The docs extra
 # is installed into .venv once, with its own stamp, so `make test` never pays for it.
+# Each translation (LANGUAGES) is built from the same pages and locales/<lang>/ into build/site/<lang>/.
 # test-site serves the site on 127.0.0.1 and opens every page in headless Chromium (site_tests/);
 # screenshots and a report go to SITE_SCRATCH.
-DOCS_STAMP := $(VENV)/.installed-docs
 SITE := build/site
 SITE_WORK := build/site-work
 SITE_SCRATCH := $${TMPDIR:-/tmp}/kimik3-site-test
@@ -96,8 +102,14 @@ $(DOCS_STAMP): $(STAMP)
 
 site: $(DOCS_STAMP)
 	$(BIN)/python tools/site_pages.py $(SITE_WORK)/src
+	rm -rf $(SITE_WORK)/locales && cp -r locales $(SITE_WORK)/locales
 	$(BIN)/sphinx-build -b html -W --keep-going -q -c site -d $(SITE_WORK)/doctrees $(SITE_WORK)/src \
 		$(SITE_WORK)/html
+	for lang in $(LANGUAGES); do \
+		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales $(BIN)/sphinx-build -b html -W \
+			--keep-going -q -c site -d $(SITE_WORK)/doctrees-$$lang $(SITE_WORK)/src $(SITE_WORK)/html/$$lang \
+			|| exit 1; \
+	done
 	rm -rf $(SITE) && mv $(SITE_WORK)/html $(SITE)
 
 test-site: site
@@ -113,11 +125,12 @@ set-repo:
 
 # The course a teacher hands out: outputs cleared, solutions left out (STUDENT=<folder>, default
 # build/student). REPO=owner/name: its badges and install lines open the class's repository; HINTS=0: its
-# checks show no hints (graded work).
+# checks show no hints (graded work); LANG=zh_CN or de: its lessons in that language (the edition's).
 STUDENT ?= build/student
 HINTS ?= 1
-student:
-	$(PYTHON) tools/student_edition.py $(STUDENT) $(if $(REPO),--repo $(REPO)) --hints $(HINTS)
+student: $(if $(EDITION_LANG),$(DOCS_STAMP))
+	$(if $(EDITION_LANG),LC_ALL=C.UTF-8 $(BIN)/python,$(PYTHON)) tools/student_edition.py $(STUDENT) \
+		$(if $(REPO),--repo $(REPO)) --hints $(HINTS) $(if $(EDITION_LANG),--lang $(EDITION_LANG))
 
 # The course as an nbgrader course directory (NBGRADER=<folder>, default build/nbgrader): every lesson's
 # notebook with its solutions between nbgrader's markers and its checks as autograded cells, points =
@@ -126,6 +139,21 @@ NBGRADER ?= build/nbgrader
 .PHONY: nbgrader
 nbgrader:
 	$(PYTHON) tools/nbgrader_export.py $(NBGRADER) --hints $(if $(filter command line,$(origin HINTS)),$(HINTS),0)
+
+# The course in other languages (docs/translations.md). The English pages are the one source; their
+# prose is in gettext catalogs, locales/<lang>/LC_MESSAGES/<page>.po. `make catalogs` extracts the English
+# messages (Sphinx's gettext builder) and merges them into every catalog (sphinx-intl): run it after
+# changing English prose, then translate what it lists. `make edition LANG=zh_CN` (or de) writes
+# editions/<lang>/: the lessons with their prose translated, code and outputs as committed, and a README.
+# make lab LANG=zh_CN opens an edition. LANG is read only from the command line (the shell's LANG, a
+# locale, is not a language of the course), and the tools run under the C.UTF-8 locale.
+.PHONY: catalogs edition
+catalogs: $(DOCS_STAMP)
+	LC_ALL=C.UTF-8 $(BIN)/python tools/translations.py catalogs
+
+edition: $(DOCS_STAMP)
+	$(if $(EDITION_LANG),,$(error say which edition: make edition LANG=zh_CN (or LANG=de)))
+	LC_ALL=C.UTF-8 $(BIN)/python tools/translations.py edition $(EDITION_LANG)
 
 # Run every notebook once, timed, and write the table of docs/teaching.md (run it on an idle machine).
 times: $(STAMP)

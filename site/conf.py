@@ -7,6 +7,7 @@ sphinx-mathjax-offline package and is served with the site, widgets are replaced
 picture (so no widget JavaScript), and the theme's assets are its own.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,10 +51,56 @@ html_theme_options = {
 # The theme's colour mode (light, dark or the reader's system setting); left empty, its script logs an error.
 html_context = {"default_mode": "auto"}
 
-# Translations (docs/translations.md): `make catalogs` extracts every page's messages with the gettext
-# builder, one catalog per page, and sphinx-intl updates locales/<lang>/LC_MESSAGES/<page>.po; `make site`
-# builds the English site at the root and each language under /<lang>/ from those catalogs.
-locale_dirs = [str(ROOT / "locales")]
-gettext_compact = False          # one catalog per page: notebooks/05a_delta_rule.po, docs/teaching.po, ...
+# Translations (docs/translations.md). `make catalogs` extracts every page's messages with the gettext
+# builder, one catalog per page (notebooks/05a_delta_rule.po, docs/teaching.po, ...), and sphinx-intl merges
+# them into locales/<lang>/LC_MESSAGES/. `make site` builds the English site at the root and, with
+# KIMIK3_SITE_LANG=<lang>, each translation under /<lang>/ from the same English pages and those catalogs
+# (a copy of locales/ in KIMIK3_LOCALES, so the .mo files Sphinx compiles stay out of the repository).
+LANGUAGES = {"en": "English", "zh_CN": "中文", "de": "Deutsch"}
+language = os.environ.get("KIMIK3_SITE_LANG") or "en"
+if language not in LANGUAGES:
+    raise ValueError(f"KIMIK3_SITE_LANG={language!r}: the site's languages are {', '.join(LANGUAGES)}")
+locale_dirs = [os.environ.get("KIMIK3_LOCALES") or str(ROOT / "locales")]
+gettext_compact = False          # one catalog per page
 gettext_location = False         # no line numbers: a catalog changes only when a message does
 gettext_uuid = False
+templates_path = ["_templates"]
+html_theme_options["article_header_end"] = ["language-switch.html", "article-header-buttons.html"]
+if language != "en":
+    # A translated lesson page opens its edition's notebook: the theme's launch button, the Colab badge
+    # and the link to the notebook file (translated_notebook_links, below).
+    html_theme_options["path_to_docs"] = f"editions/{language}"
+
+
+def languages_of(pagename):
+    """[(code, name, url)] of page `pagename` in each language, relative to the page itself: the English
+    site at the root, the others under /<code>/."""
+    up = "../" * pagename.count("/") + ("" if language == "en" else "../")
+    return [(code, name, f"{up}{'' if code == 'en' else code + '/'}{pagename}.html")
+            for code, name in LANGUAGES.items()]
+
+
+def add_languages(app, pagename, templatename, context, doctree):
+    context["kimik3_language"], context["kimik3_languages"] = language, languages_of(pagename)
+
+
+def translated_notebook_links(app, doctree, docname):
+    """In a translation, the links to a lesson's notebook (Colab, GitHub) open the edition's copy."""
+    from docutils import nodes
+
+    if language == "en":
+        return
+    own, edition = f"/blob/{BRANCH}/notebooks/", f"/blob/{BRANCH}/editions/{language}/notebooks/"
+    for ref in list(doctree.findall(nodes.reference)):
+        uri = ref.get("refuri", "")
+        if REPO not in uri or own not in uri:
+            continue
+        ref["refuri"] = uri.replace(own, edition)
+        for text in list(ref.findall(nodes.Text)):       # the link to the file names its path
+            if text.startswith("notebooks/"):
+                text.parent.replace(text, nodes.Text(f"editions/{language}/{text}"))
+
+
+def setup(app):
+    app.connect("html-page-context", add_languages)
+    app.connect("doctree-resolved", translated_notebook_links)

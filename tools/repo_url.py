@@ -36,10 +36,11 @@ VALID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]+$")
 
 
 def course_files(root=ROOT):
-    """The files that name the repository: the notebooks, the README and any docs."""
+    """The files that name the repository: the notebooks, the README, any docs, the translated editions."""
     root = Path(root)
     files = sorted((root / "notebooks").glob("*.ipynb")) + [root / "README.md"]
-    return files + sorted((root / "docs").glob("**/*.md"))
+    editions = sorted((root / "editions").glob("*/notebooks/*.ipynb")) + sorted((root / "editions").glob("*/README.md"))
+    return files + sorted((root / "docs").glob("**/*.md")) + editions
 
 
 def site_url(repo):
@@ -79,8 +80,9 @@ def problems(root=ROOT):
     notebooks = sorted((root / "notebooks").glob("*.ipynb"))
     readme = (root / "README.md").read_text() if (root / "README.md").exists() else ""
     readme_badges = {detail for kind, _, detail in find(readme) if kind == "badge"}
-    for nb in notebooks:
-        own = f"notebooks/{nb.name}"
+    editions = sorted((root / "editions").glob("*/notebooks/*.ipynb"))
+    for nb in notebooks + editions:
+        own = nb.relative_to(root).as_posix()
         head = find(_first_cells(nb))
         badges = [detail for kind, _, detail in head if kind == "badge"]
         if not badges:
@@ -90,7 +92,7 @@ def problems(root=ROOT):
         if not any(kind == "install" for kind, _, _ in head):
             out.append(f"{own}: no `kimik3-lessons @ git+https://github.com/...` install line "
                        "in its first cells")
-        if own not in readme_badges:
+        if nb.parent == root / "notebooks" and own not in readme_badges:
             out.append(f"README.md: the lesson table has no Colab badge for {own}")
     if len(repos) > 1:
         where = "; ".join(f"{repo} in {', '.join(sorted(files))}" for repo, files in sorted(repos.items()))

@@ -101,6 +101,11 @@ class Links:
         return text
 
 
+def without_languages_line(readme):
+    """The README without its line of links to the translated editions (🌐 ...): the site has a switch."""
+    return re.sub(r"^🌐 .*\n\n?", "", readme, flags=re.M)
+
+
 def readme_sections(readme):
     """{title: text} of the README's `## ` sections, and the text before the first one."""
     parts = re.split(r"^## (.+)$", readme, flags=re.M)
@@ -218,20 +223,27 @@ def static_widgets(nb, name):
 # The pages
 
 
+def lesson_markdown(source, rel, links):
+    """Markdown of lesson `rel` ("notebooks/NN_slug.ipynb") as its page shows it: links resolved, the
+    Colab badge the site's copy and followed by a link to the notebook file. (tools/translations.py
+    applies it to one paragraph at a time, to find that paragraph's message.)"""
+    source = links.rewrite(source, rel, f"../{BADGE_FILE}")
+    match = next((m for m in repo_url.BADGE.finditer(source) if m["path"] == rel), None)
+    if match and source[match.end():match.end() + 1] == ")":
+        end = match.end() + 1
+        source = source[:end] + f" · the notebook file: [{rel}]({links.github(rel)})" + source[end:]
+    return source
+
+
 def lesson_page(path, links):
     """The site's copy of one lesson notebook (a dict), as the module docstring says."""
     nb = json.loads(path.read_text())
     rel = f"notebooks/{path.name}"
     static_widgets(nb, path.name)
-    badge = f"../{BADGE_FILE}"
     for cell in nb["cells"]:
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
-            source = links.rewrite(source, rel, badge)
-            match = next((m for m in repo_url.BADGE.finditer(source) if m["path"] == rel), None)
-            if match and source[match.end():match.end() + 1] == ")":
-                end = match.end() + 1
-                source = source[:end] + f" · the notebook file: [{rel}]({links.github(rel)})" + source[end:]
+            source = lesson_markdown(source, rel, links)
         elif cell["cell_type"] == "code":
             source = "\n".join(line for line in source.split("\n") if not line.startswith("# NBVAL_"))
         cell["source"] = source
@@ -293,7 +305,7 @@ def write_site_sources(out, root=ROOT):
     out.mkdir(parents=True)
     repo, branch = repository(root)
     links = Links(root, out, repo, branch)
-    readme = (root / "README.md").read_text()
+    readme = without_languages_line((root / "README.md").read_text())
     notebooks = lessons(root)
     written = {"index.md": index_page(readme, links, notebooks), "running.md": running_page(readme, links)}
     for page in PAGES:

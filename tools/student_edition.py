@@ -32,9 +32,10 @@ KEEP = ["kimik3_lessons", "notebooks", "figures", "tests", "benchmarks", "browse
 # runs them in the course, then the edition's `make test` runs everything else, so nothing runs twice.
 TEACHER_TESTS = ["tests/test_exercises.py", "tests/test_teaching_guide.py", "tests/test_student_edition.py",
                  "tests/test_notebook_exercise_cells.py", "tests/test_grading.py",
-                 "tests/test_self_contained.py"]
+                 "tests/test_self_contained.py", "tests/test_translations.py"]
 LEAVE_OUT = ["solutions", "docs/teaching.md", "docs/notebook_times.json", "tools/student_edition.py",
-             "tools/nbgrader_export.py", "tools/notebook_times.py", "tools/site_pages.py", *TEACHER_TESTS]
+             "tools/nbgrader_export.py", "tools/notebook_times.py", "tools/site_pages.py", "tools/translations.py",
+             *TEACHER_TESTS]
 EDITION_FILE = "kimik3_lessons/edition.py"          # HINTS = True / False: the checks' default
 STARS = {1: "★", 2: "★★", 3: "★★★"}
 
@@ -193,10 +194,24 @@ def set_hints(out, hints):
     path.write_text(text)
 
 
-def build(out, repo=None, hints=True):
+def translate(out, lang):
+    """Put the lessons of the `lang` edition (tools/translations.py: the prose, the exercise texts
+    included, translated; code cells, hence the checks, the English ones) in place of `out`'s. Needs the
+    docs extra (MyST's parser, Babel), unlike the rest of this file."""
+    import tempfile
+
+    import translations
+
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in translations.write_edition(lang, out=Path(scratch), badge_dir="notebooks"):
+            if path.suffix == ".ipynb":
+                shutil.copyfile(path, out / "notebooks" / path.name)
+
+
+def build(out, repo=None, hints=True, lang=None):
     """Write the student edition into `out` (emptied first); return the list of notebooks written.
     `repo` ("owner/name"): the badges and install lines open that repository; `hints` False: the checks
-    show no hints unless KIMIK3_HINTS=1."""
+    show no hints unless KIMIK3_HINTS=1; `lang` ("zh_CN", "de"): the lessons in that language."""
     out = Path(out).resolve()
     if out == ROOT or ROOT in out.parents and out.parts[len(ROOT.parts)] not in ("build",):
         raise ValueError(f"refusing to write the student edition inside the course at {out}: use build/...")
@@ -216,6 +231,8 @@ def build(out, repo=None, hints=True):
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
+    if lang:
+        translate(out, lang)
     notebooks = sorted((out / "notebooks").glob("*.ipynb"))
     for path in notebooks:
         clear_outputs(path)
@@ -236,6 +253,7 @@ def main(argv=None):
     parser.add_argument("out", nargs="?", default=str(ROOT / "build" / "student"))
     parser.add_argument("--repo", metavar="OWNER/NAME", help="the class repository the badges open")
     parser.add_argument("--hints", choices=["0", "1"], default="1", help="0: the checks show no hints")
+    parser.add_argument("--lang", help="the lessons in this language (zh_CN, de): the translated edition's")
     parser.add_argument("--teacher-tests", action="store_true",
                         help="print the tests the edition leaves out (the course runs them) and exit")
     args = parser.parse_args(argv)
@@ -243,11 +261,11 @@ def main(argv=None):
         print(" ".join(teacher_tests()))
         return 0
     try:
-        notebooks = build(args.out, repo=args.repo, hints=args.hints == "1")
+        notebooks = build(args.out, repo=args.repo, hints=args.hints == "1", lang=args.lang)
     except ValueError as err:
         parser.error(str(err))
     _, repos = repo_url.problems(Path(args.out))
-    print(f"student edition: {len(notebooks)} lessons in {args.out} (outputs cleared, solutions left out; "
+    print(f"student edition{f' ({args.lang})' if args.lang else ''}: {len(notebooks)} lessons in {args.out} (outputs cleared, solutions left out; "
           f"hints {'on' if args.hints == '1' else 'off'}; badges open github.com/{', '.join(repos)})")
     if not args.repo:
         print("  (the badges open the course's repository, solutions included: pass REPO=owner/name, "

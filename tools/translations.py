@@ -152,6 +152,7 @@ def update_catalogs(locales=LOCALES, work=WORK):
             catalog.obsolete.clear()
             header(catalog, lang)
             for message in catalog:
+                message.flags.discard("python-format")     # Babel's guess, from a "10 %" in the prose
                 if message.id and not message.string and (message.id in maths or not has_words(message.id)):
                     message.string = message.id
             write_catalog(path, catalog)
@@ -199,9 +200,26 @@ def problems_of(lang, found, locales=LOCALES):
     return out
 
 
+def markup(text):
+    """How many of each inline element (bold, italic, link, image, code, math) `text` renders to: a
+    translation must render to as many as its message (a `**` that CommonMark does not take as bold,
+    next to full-width punctuation, shows as two stars)."""
+    import collections
+
+    tokens = [t for block in _parser().parse(text) if block.children for t in block.children]
+    return collections.Counter(t.type for t in tokens if t.type.endswith("_open") or t.type in (
+        "image", "code_inline", "math_inline"))
+
+
 def kept_verbatim(msgid, msgstr):
-    """A translation keeps every equation, piece of code and link target of its message as it is."""
+    """A translation keeps every equation, piece of code and link target of its message as it is, and
+    renders to the same markup."""
     out = []
+    english, translated = markup(msgid), markup(msgstr)
+    if english != translated:
+        changed = sorted(k for k in english.keys() | translated.keys() if english[k] != translated[k])
+        out.append("the translation does not render to the same markup: " + ", ".join(
+            f"{k.removesuffix('_open')} {english[k]} in English, {translated[k]} here" for k in changed))
     for name, pattern in (("equation", MATH), ("code", CODE), ("link target", LINK_TARGET)):
         english, translated = sorted(pattern.findall(msgid)), sorted(pattern.findall(msgstr))
         if english != translated:
@@ -213,6 +231,250 @@ def kept_verbatim(msgid, msgstr):
 def check(work=WORK, locales=LOCALES):
     found = templates(work)
     return [line for lang in LANGUAGES for line in problems_of(lang, found, locales)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Markdown translated through a catalog: the editions
+#
+# The site's pages are the messages' source; an edition translates the repository's files, whose links
+# differ from their pages' (site_pages.Links resolves them for the site). So each paragraph, heading and
+# table cell is found the way Sphinx finds it: parsed by MyST's own parser, written as on its page (the
+# same rewrite), cleaned as the gettext builder cleans a message; its translation then gets the
+# repository's link targets back, in order.
+
+
+class MissingTranslation(Exception):
+    """Markdown with a message that has no translation (names every one of them)."""
+
+
+def _parser():
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
+
+    if not hasattr(_parser, "md"):
+        _parser.md = create_md_parser(MdParserConfig(enable_extensions=set(site_pages_extensions())),
+                                      RendererHTML)
+    return _parser.md
+
+
+def text_blocks(text):
+    """The translatable pieces of markdown `text`, in order: (first line, end line, table cell index or
+    None, content) of every paragraph, heading and table cell; content as MyST hands it to docutils."""
+    tokens = _parser().parse(text)
+    row, cell, out = None, 0, []
+    for i, token in enumerate(tokens):
+        if token.type == "tr_open":
+            row, cell = token.map, 0
+        elif token.type == "inline":
+            parent = tokens[i - 1]
+            if parent.type in ("paragraph_open", "heading_open"):
+                out.append((parent.map[0], parent.map[1], None, token.content))
+            elif parent.type in ("th_open", "td_open"):
+                out.append((row[0], row[0] + 1, cell, token.content))
+                cell += 1
+    return out
+
+
+def message_of(content):
+    """A paragraph's message as the gettext builder writes it: soft line breaks become spaces."""
+    return re.sub(r"[ \t]*\\[ \t]*\n", "\n", content).replace("\n", " ").strip()
+
+
+def _row_cells(line):
+    """A table row split at its unescaped pipes: [before the first pipe, cell 0, cell 1, ..., after]."""
+    return re.split(r"(?<!\\)\|", line)
+
+
+def translate_markdown(text, translate):
+    """`text` with every paragraph, heading and table cell replaced by translate(content), one line each;
+    a None leaves the piece as it is. Everything else (code, equations, HTML, layout) stays."""
+    lines = text.split("\n")
+    dropped = set()
+    for first, end, cell, content in text_blocks(text):
+        new = translate(content)
+        if new is None or new == content:
+            continue
+        new = " ".join(new.split("\n"))
+        if cell is None:
+            head = content.split("\n")[0]
+            at = lines[first].find(head)
+            if at < 0:
+                raise ValueError(f"cannot place the translation of {head!r} in {lines[first]!r}")
+            lines[first] = lines[first][:at] + new
+            dropped.update(range(first + 1, end))
+        else:
+            parts = _row_cells(lines[first])
+            part = cell + (1 if parts[0].strip() == "" else 0)
+            parts[part] = f" {new} "
+            lines[first] = "|".join(parts)
+    return "\n".join(line for i, line in enumerate(lines) if i not in dropped)
+
+
+def translations_of(lang, pages, locales=LOCALES):
+    """{msgid: msgstr} of `lang`'s catalogs of `pages`: the translated messages, none fuzzy."""
+    out = {}
+    for page in pages:
+        path = catalog_path(lang, page, locales)
+        if path.exists():
+            out.update({m.id: m.string for m in read_catalog(path) if m.id and m.string and not m.fuzzy})
+    return out
+
+
+def translator(messages, as_on_page, missing, relink=lambda target: target, strict=True):
+    """translate(content) for translate_markdown: the message of `content` as its page writes it
+    (as_on_page), looked up in `messages`; the translation's link targets back to the file's own, then
+    through relink. A piece with words but no translation is added to `missing` (strict) or kept."""
+    def translate(content):
+        shown = as_on_page(content)
+        msgid = message_of(shown)
+        if msgid not in messages:
+            if strict and has_words(msgid):
+                missing.append(msgid)
+            return None
+        text = messages[msgid]
+        for pattern in site_pages.TARGETS:
+            for on_page, own in zip(pattern.finditer(shown), pattern.finditer(content), strict=False):
+                if on_page[2] != own[2] or relink(own[2]) != own[2]:
+                    text = text.replace(on_page[1] + on_page[2], own[1] + relink(own[2]))
+        return text
+    return translate
+
+
+EDITIONS = ROOT / "editions"
+BADGE_ONLY = re.compile(r"\[!\[[^\]]*\]\([^)]*\)\]\(([^)]*)\)")    # a paragraph that is one image link
+
+
+def edition_notebook(path, lang, links, badge_path, locales=LOCALES):
+    """Lesson notebook `path` (a dict) in `lang`: its markdown cells translated (the Colab badge opening
+    `badge_path`), its code cells, outputs, ids and metadata untouched."""
+    import json
+
+    rel = f"notebooks/{path.name}"
+    nb = json.loads(path.read_text())
+    messages = translations_of(lang, [f"notebooks/{path.stem}"], locales)
+    missing = []
+    translate = translator(messages, lambda c: site_pages.lesson_markdown(c, rel, links), missing)
+
+    def own_badge(content):
+        """The lesson's Colab badge opens the edition's notebook; every other piece is translated."""
+        badge = BADGE_ONLY.fullmatch(content.strip())
+        if badge and site_pages.repo_url.BADGE.search(badge[1]):
+            return content.replace(f"/{rel})", f"/{badge_path})")
+        return translate(content)
+
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = translate_markdown("".join(cell["source"]), own_badge)
+            cell["source"] = text.splitlines(keepends=True)
+    if missing:
+        raise MissingTranslation(f"{lang}: {rel}: no translation of " + "; ".join(repr(m[:60]) for m in missing))
+    return nb
+
+
+RUNNING = ["Quick start", "CPU, GPU, Colab"]     # the README's sections on running the course, in an edition
+NAMES = {"en": "English", "zh_CN": "中文", "de": "Deutsch"}
+# The site's lesson table writes its figures as MyST images with a width; on GitHub, HTML does that.
+MYST_THUMBNAIL = re.compile(r"\[!\[([^\]]*)\]\(([^)]+)\)\{w=(\d+)px\}\]\(([^)]+)\)")
+
+
+def languages_line(lang, to_root):
+    """🌐 English · 中文 · Deutsch, each a link to that language's README (`to_root`: from here to the
+    repository's root); the README writes the same line, which the site leaves out (it has a switch)."""
+    links = [f"**{NAMES[code]}**" if code == lang else
+             f"[{NAMES[code]}]({to_root}{'README.md' if code == 'en' else f'editions/{code}/README.md'})"
+             for code in NAMES]
+    return "🌐 " + " · ".join(links) + "\n"
+
+
+def edition_readme(lang, links, locales=LOCALES):
+    """The edition's README.md: the README's title and introduction, the site's lesson table (every
+    column translated), and the README's sections on running the course, translated; its links open the
+    edition's notebooks, its badges open them on Colab."""
+    intro, sections = site_pages.readme_sections(site_pages.without_languages_line(
+        (ROOT / "README.md").read_text()))
+    table = site_pages.lesson_table(sections["Lessons"], site_pages.lessons(ROOT))
+    text = (intro + f"## Lessons\n{table}" + "".join(f"## {title}\n{sections[title]}" for title in RUNNING))
+    messages = translations_of(lang, ["index", "running"], locales)
+    missing = []
+
+    def relink(target):
+        if re.match(r"^[a-zA-Z][\w+.-]*:", target) or target.startswith(("#", "/")):
+            return site_pages.repo_url.BADGE.sub(
+                lambda m: m[0].replace(f"/{m['path']}", f"/editions/{lang}/{m['path']}")
+                if m["path"].startswith("notebooks/") else m[0], target)
+        return target if target.startswith("notebooks/") else "../../" + target
+
+    translate = translator(messages, lambda c: links.rewrite(c, "README.md", site_pages.BADGE_FILE), missing,
+                           relink)
+    text = translate_markdown(text, lambda content: translate(content) or relinked(content, relink))
+    if missing:
+        raise MissingTranslation(f"{lang}: README.md: no translation of " + "; ".join(m[:60] for m in missing))
+    text = MYST_THUMBNAIL.sub(r'<a href="\4"><img src="\2" alt="\1" width="\3"></a>', text)
+    return languages_line(lang, "../../") + "\n" + text
+
+
+def relinked(text, relink):
+    for pattern in site_pages.TARGETS:
+        text = pattern.sub(lambda m: m[1] + relink(m[2]), text)
+    return text
+
+
+def write_edition(lang, out=None, badge_dir=None, locales=LOCALES):
+    """`make edition LANG=lang`: editions/<lang>/notebooks/*.ipynb and editions/<lang>/README.md. Returns
+    the paths written. badge_dir: the folder the notebooks' Colab badges open (the edition's own)."""
+    import json
+    import tempfile
+
+    if lang not in LANGUAGES:
+        raise SystemExit(f"no edition in {lang!r}: the languages are {', '.join(LANGUAGES)}")
+    out = Path(out or EDITIONS / lang)
+    badge_dir = badge_dir or f"editions/{lang}/notebooks"
+    repo, branch = site_pages.repository(ROOT)
+    written, problems = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        links = site_pages.Links(ROOT, scratch, repo, branch)
+        (out / "notebooks").mkdir(parents=True, exist_ok=True)
+        for path in site_pages.lessons(ROOT):
+            try:
+                nb = edition_notebook(path, lang, links, f"{badge_dir}/{path.name}", locales)
+            except MissingTranslation as err:
+                problems.append(str(err))
+                continue
+            target = out / "notebooks" / path.name
+            target.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+            written.append(target)
+        try:
+            (out / "README.md").write_text(edition_readme(lang, links, locales))
+            written.append(out / "README.md")
+        except MissingTranslation as err:
+            problems.append(str(err))
+    if problems:
+        raise MissingTranslation("\n".join(problems))
+    return written
+
+
+def edition_differences(english, edition):
+    """What an edition notebook changed beyond its prose (both dicts): cells added, dropped, reordered
+    or retyped, a code cell (source, outputs, metadata) not byte-for-byte the English one, a markdown cell
+    whose equations differ. Empty: the edition is the English notebook with its prose translated."""
+    import json
+
+    out = []
+    if [(c["cell_type"], c.get("id")) for c in english["cells"]] != \
+            [(c["cell_type"], c.get("id")) for c in edition["cells"]]:
+        return ["the cells differ in number, order, type or id"]
+    if english.get("metadata") != edition.get("metadata"):
+        out.append("the notebook's metadata differs")
+    for i, (en, ed) in enumerate(zip(english["cells"], edition["cells"], strict=True)):
+        if en["cell_type"] == "code":
+            if json.dumps(en, sort_keys=True) != json.dumps(ed, sort_keys=True):
+                out.append(f"cell {i + 1}: the code cell is not the English one")
+        elif en["cell_type"] == "markdown":
+            eq_en, eq_ed = (sorted(MATH.findall("".join(c["source"]))) for c in (en, ed))
+            if eq_en != eq_ed:
+                out.append(f"cell {i + 1}: its equations differ from the English ones")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -258,6 +520,8 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("catalogs", help="extract the English messages and update every catalog")
     sub.add_parser("check", help="exit 1, with a list, unless every catalog is complete and in step")
+    p = sub.add_parser("edition", help="write editions/LANG/: the notebooks and README translated")
+    p.add_argument("lang", choices=LANGUAGES)
     p = sub.add_parser("todo", help="print, as JSON, the messages of one catalog still to translate")
     p.add_argument("po", type=Path)
     p = sub.add_parser("apply", help="write the translations of a JSON file {msgid: msgstr} into a catalog")
@@ -272,7 +536,13 @@ def main(argv=None):
         found = apply(args.po, json.loads(args.json.read_text()))
         print("\n".join(found) or f"applied; {len(todo(args.po))} messages left in {args.po}")
         sys.exit(1 if found else 0)
-    if args.command == "catalogs":
+    if args.command == "edition":
+        try:
+            written = write_edition(args.lang)
+        except MissingTranslation as err:
+            sys.exit(f"{err}\n(translate these in locales/{args.lang}/: tools/translations.py todo FILE.po)")
+        print(f"{args.lang} edition: {len(written)} files in {EDITIONS.relative_to(ROOT)}/{args.lang}/")
+    elif args.command == "catalogs":
         update_catalogs()
     elif args.command == "check":
         found = check()
