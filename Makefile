@@ -68,19 +68,22 @@ endif
 # The course in a real browser (browser_tests/, which `make test` does not collect): JupyterLab on
 # loopback in headless Chromium, every notebook Run All from the menu in a fresh kernel, then errors,
 # failed checks, stderr, execution counts, widgets and sliders checked; negative controls prove each check
-# can fail. Playwright drives Debian's chromium (installed here with apt when missing; Playwright's own
-# browser download is not used). Screenshots, figures, server logs and a timing report go to
+# can fail. Playwright drives Debian's chromium (installed here with apt when missing, with a font for
+# Chinese; Playwright's own browser download is not used). Screenshots, figures, server logs and a timing report go to
 # BROWSER_SCRATCH. NB_TIMEOUT is one notebook's time limit in seconds.
 BROWSER_SCRATCH := $${TMPDIR:-/tmp}/kimik3-browser
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# Debian's chromium, and a font with Chinese glyphs for the Chinese edition (else its text shows as boxes).
+CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-microhei.ttc
+BROWSER_INSTALL = { test -x /usr/bin/chromium && test -f $(CJK_FONT); } || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium fonts-wqy-microhei; }
 NB_TIMEOUT ?= 300
 # Two notebooks at a time (two pytest workers, each with its own JupyterLab and Chromium), longest first:
 # on 2 cores a kernel and its browser leave room for another pair, and CI's time budget needs it.
 BROWSER_WORKERS ?= 2
 .PHONY: test-browser set-repo
 test-browser: $(STAMP)
-	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	$(BROWSER_INSTALL)
 	rm -rf "$(BROWSER_SCRATCH)" && mkdir -p "$(BROWSER_SCRATCH)"
 	KIMIK3_BROWSER_SCRATCH="$(BROWSER_SCRATCH)" NB_TIMEOUT=$(NB_TIMEOUT) $(BIN)/pytest -q -n $(BROWSER_WORKERS) \
 		--dist load --maxschedchunk 1 browser_tests/
@@ -113,8 +116,7 @@ site: $(DOCS_STAMP)
 	rm -rf $(SITE) && mv $(SITE_WORK)/html $(SITE)
 
 test-site: site
-	test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	$(BROWSER_INSTALL)
 	rm -rf "$(SITE_SCRATCH)" && mkdir -p "$(SITE_SCRATCH)"
 	KIMIK3_SITE_SCRATCH="$(SITE_SCRATCH)" $(BIN)/pytest -q -p no:xdist site_tests/
 

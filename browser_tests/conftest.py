@@ -88,12 +88,13 @@ def lab_server_without_widgets(tmp_path_factory, scratch, kernel_env):
 
 @pytest.fixture()
 def check(browser, scratch):
-    """check(server, notebook_path, **limits) -> Report: copy, open, Run All, check; record the timings."""
-    def run(server, path, **limits):
+    """check(server, notebook_path, as_name=None, **limits) -> Report: copy (as `as_name`), open, Run All,
+    check; record the timings."""
+    def run(server, path, as_name=None, **limits):
         started = time.time()
         limits.setdefault("timeout", NB_TIMEOUT)
         limits.setdefault("slider_timeout", SLIDER_TIMEOUT)
-        name = server.add_notebook(path)
+        name = server.add_notebook(path, as_name)
         report = labdriver.check_notebook(browser, server, name, scratch / "screenshots", **limits)
         report.control = Path(path).parent.name == "controls"
         _record(scratch, report, started)

@@ -152,15 +152,15 @@ class LabServer:
         self._log.close()
         self.proc = None
 
-    def add_notebook(self, source):
-        """Copy a notebook into the server's folder with outputs and execution counts removed: a count or
-        an output seen after Run All is then one this run produced."""
+    def add_notebook(self, source, name=None):
+        """Copy a notebook into the server's folder (as `name`, default its own) with outputs and execution
+        counts removed: a count or an output seen after Run All is then one this run produced."""
         nb = json.loads(Path(source).read_text())
         for cell in nb["cells"]:
             if cell["cell_type"] == "code":
                 cell["outputs"], cell["execution_count"] = [], None
         nb.get("metadata", {}).pop("widgets", None)
-        target = self.root / Path(source).name
+        target = self.root / (name or Path(source).name)
         target.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
         return target.name
 

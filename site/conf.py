@@ -70,6 +70,7 @@ if language != "en":
     # A translated lesson page opens its edition's notebook: the theme's launch button, the Colab badge
     # and the link to the notebook file (translated_notebook_links, below).
     html_theme_options["path_to_docs"] = f"editions/{language}"
+    html_js_files = ["translation-fixes.js"]    # two faults of Sphinx 9's search in a translation, mended
 
 
 def languages_of(pagename):

@@ -9,6 +9,7 @@ screenshots (one per page) and report.txt go (default $TMPDIR/kimik3-site-test);
 import importlib.util
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,9 @@ repo_url = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repo_url)
 
 _reports = []
+# The site's translations (site/conf.py's LANGUAGES, English aside): each lies under SITE/<lang>/.
+_LANGUAGES = (ROOT / "site" / "conf.py").read_text().split("\nLANGUAGES = ", 1)[1].split("}", 1)[0]
+LANGUAGES = [code for code in re.findall(r'"(\w+)":', _LANGUAGES) if code != "en"]
 
 
 def scratch_folder():
@@ -40,12 +44,12 @@ def widget_count(notebook):
     return sum(sitecheck.WIDGET_MIME in out.get("data", {}) for c in cells for out in c.get("outputs", []))
 
 
-def lesson_links(stem):
+def lesson_links(stem, lang=None):
     """The Colab URL and the notebook-file URL a lesson page must link to, from the repository the badges
-    name (tools/repo_url.py)."""
+    name (tools/repo_url.py); on a translated page (`lang`), the edition's notebook."""
     (repo,) = repo_url.problems(ROOT)[1]
     branch = next(m["branch"] for m in repo_url.BADGE.finditer((ROOT / "README.md").read_text()))
-    rel = f"{repo}/blob/{branch}/notebooks/{stem}.ipynb"
+    rel = f"{repo}/blob/{branch}/{f'editions/{lang}/' if lang else ''}notebooks/{stem}.ipynb"
     return f"https://colab.research.google.com/github/{rel}", f"https://github.com/{rel}"
 
 

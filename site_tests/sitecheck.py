@@ -14,7 +14,9 @@ headless Chromium (launched by browser_tests/labdriver.py, the browser suite's l
   widget's default picture without its line.
 
 `static_problems` reads the HTML files without a browser: a resource (script, stylesheet, image, font,
-frame) from another host, or an internal link to a file or an anchor that is not there. `search` types
+frame) from another host, or an internal link to a file or an anchor that is not there. `paragraphs`
+reads a page's prose (its article's paragraphs, printed outputs aside), which `untranslated` compares
+between a page and its translation, and `language_links` reads the language switch. `search` types
 a word into the site's search page and returns the pages it lists.
 """
 
@@ -210,12 +212,12 @@ def _judge(report, path, found, colab, notebook, widgets):
 # Search
 
 
-def search(browser, server, word, timeout=30):
-    """The pages (paths) the site's search page lists for `word`."""
+def search(browser, server, word, timeout=30, prefix=""):
+    """The pages (paths) the site's search page (under `prefix`, a translation's folder) lists for `word`."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     try:
-        page.goto(f"{server.url}/search.html?q={word}", wait_until="load", timeout=timeout * 1000)
+        page.goto(f"{server.url}/{prefix}search.html?q={word}", wait_until="load", timeout=timeout * 1000)
         page.wait_for_function(
             "() => { const s = document.querySelector('#search-results .search-summary');"
             " return s && s.innerText.trim().length > 0; }",
@@ -291,3 +293,70 @@ def static_problems(root):
             rel = css.relative_to(root).as_posix()
             out.append((rel, f"loads a resource from another host: {m[1][:120]}"))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# A translated page: its prose, its language switch
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class _Prose(html.parser.HTMLParser):
+    """The text of every <p> inside the page's <article>, outside cell outputs (printed output and figure
+    labels stay English in every language)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.paragraphs, self.current = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in VOID:
+            return
+        classes = dict(attrs).get("class") or ""
+        inside = (self.stack[-1][1] if self.stack else (False, False))
+        article = inside[0] or tag == "article"
+        output = inside[1] or "cell_output" in classes or "output" in classes.split()
+        self.stack.append((tag, (article, output)))
+        if tag == "p" and article and not output:
+            self.current = []
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        while self.stack:
+            open_tag, _ = self.stack.pop()
+            if open_tag == tag:
+                break
+        if tag == "p" and self.current is not None:
+            text = " ".join("".join(self.current).split())
+            if text:
+                self.paragraphs.append(text)
+            self.current = None
+
+    def handle_data(self, data):
+        if self.current is not None:
+            self.current.append(data)
+
+
+def paragraphs(page_html):
+    parser = _Prose()
+    parser.feed(page_html)
+    return parser.paragraphs
+
+
+def untranslated(english_html, translated_html, words=4):
+    """The paragraphs of the English page (of `words` words or more) that its translation shows as they
+    are: prose the catalogs did not translate."""
+    def prose(text):      # words of letters, as a sentence has them (not file names, not identifiers)
+        return sum(bool(re.fullmatch(r"[A-Za-z][a-z]+", w.strip(".,;:!?()\"'"))) for w in text.split())
+
+    english = [p for p in paragraphs(english_html) if prose(p) >= words]
+    shown = set(paragraphs(translated_html))
+    return [p for p in english if p in shown]
+
+
+def language_links(page_html):
+    """{hreflang: href} of the page's language switch (site/_templates/language-switch.html)."""
+    switch = re.search(r'<nav class="language-switch".*?</nav>', page_html, re.S)
+    found = re.findall(r'href="([^"]+)" hreflang="([^"]+)"', switch[0]) if switch else []
+    return {lang: href for href, lang in found}

@@ -83,3 +83,29 @@ def test_the_build_fails_on_a_broken_link(tmp_path):
                str(tmp_path / "src"), str(tmp_path / "out")]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode != 0 and "missing.md" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("lang", ["zh_CN", "de"])
+def test_a_translation_with_english_left_or_a_broken_switch_fails(site, tmp_path, lang):
+    """A copy of one page in English and in every language, then one fault at a time in `lang`'s."""
+    from test_site import translation_problems
+
+    from conftest import LANGUAGES
+
+    page = "running.html"
+    for folder in ["", *LANGUAGES]:
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / page).write_text((site / folder / page).read_text())
+    assert translation_problems(tmp_path, lang, page) == []
+    translated = (site / lang / page).read_text()
+    english = sitecheck.paragraphs((site / page).read_text())[1]
+    faults = {
+        "English left": _inject(translated, f"<p>{english}</p>"),
+        "not marked": translated.replace(f'<html lang="{lang.replace("_", "-")}"', '<html lang="en"', 1),
+        "switch to en": translated.replace('hreflang="en"', 'hreflang="xx"', 1),
+    }
+    for says, html in faults.items():
+        assert html != translated, says
+        (tmp_path / lang / page).write_text(html)
+        found = translation_problems(tmp_path, lang, page)
+        assert any(says in problem for problem in found), (says, found)

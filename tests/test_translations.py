@@ -48,7 +48,8 @@ def spoil(locales, lang, change, page=LESSON):
 def test_every_catalog_is_complete_and_in_step_with_the_english(templates):
     found = [line for lang in T.LANGUAGES for line in T.problems_of(lang, templates)]
     assert not found, (f"{len(found)} problems: run `make catalogs`, translate what it lists (tools/"
-                       "translations.py todo FILE.po), then `make edition LANG=...`:\n" + "\n".join(found[:40]))
+                       "translations.py todo FILE.po), then `make edition LANG=...`:\n"
+                       + "\n".join(found[:40]))
 
 
 def _fuzzy(catalog, m):
@@ -87,7 +88,8 @@ def test_a_changed_english_sentence_shows_its_old_translation_nowhere(templates,
     template.add(old.id + " (changed)")
     found = T.problems_of(lang, changed, locales)
     mine = [line.rsplit(": ", 1)[-1] for line in found if repr(old.id[:70]) in line]
-    assert sorted(mine) == ["missing (make catalogs)", "stale, the English page has no such message (make catalogs)"]
+    assert sorted(mine) == ["missing (make catalogs)",
+                            "stale, the English page has no such message (make catalogs)"]
 
     english = ROOT / f"{LESSON}.ipynb"
     nb = json.loads(english.read_text())
@@ -113,9 +115,10 @@ def test_a_changed_english_sentence_shows_its_old_translation_nowhere(templates,
 @pytest.mark.parametrize("lang", T.LANGUAGES)
 def test_the_committed_edition_is_the_one_its_catalogs_build(lang, tmp_path):
     written = T.write_edition(lang, out=tmp_path)
-    committed = sorted(p.relative_to(T.EDITIONS / lang) for p in (T.EDITIONS / lang).rglob("*") if p.is_file())
+    edition = T.EDITIONS / lang
+    committed = sorted(p.relative_to(edition) for p in edition.rglob("*") if p.is_file())
     assert sorted(p.relative_to(tmp_path) for p in written) == committed
-    stale = [str(p) for p in committed if (tmp_path / p).read_bytes() != (T.EDITIONS / lang / p).read_bytes()]
+    stale = [str(p) for p in committed if (tmp_path / p).read_bytes() != (edition / p).read_bytes()]
     assert not stale, f"editions/{lang}/ is not what its catalogs build (make edition LANG={lang}): {stale}"
 
 
@@ -125,14 +128,15 @@ def test_an_editions_code_cells_are_the_english_ones_byte_for_byte(lang):
         en = json.loads(english.read_text())
         ed = json.loads((T.EDITIONS / lang / "notebooks" / english.name).read_text())
         assert T.edition_differences(en, ed) == [], english.name
-        markdown = [(a, b) for a, b in zip(en["cells"], ed["cells"]) if a["cell_type"] == "markdown"]
-        translated = sum(a["source"] != b["source"] for a, b in markdown)
-        assert translated >= 0.9 * len(markdown), f"{english.name}: {translated} of {len(markdown)} translated"
+        pairs = [(a, b) for a, b in zip(en["cells"], ed["cells"], strict=True)
+                 if a["cell_type"] == "markdown"]
+        translated = sum(a["source"] != b["source"] for a, b in pairs)
+        assert translated >= 0.9 * len(pairs), f"{english.name}: {translated} of {len(pairs)} translated"
     spoiled = copy.deepcopy(ed)
     code = next(c for c in spoiled["cells"] if c["cell_type"] == "code")
     code["source"] = ["# x\n", *code["source"]]
-    assert T.edition_differences(en, spoiled) == [f"cell {spoiled['cells'].index(code) + 1}: the code cell is not "
-                                                  "the English one"]
+    where = spoiled["cells"].index(code) + 1
+    assert T.edition_differences(en, spoiled) == [f"cell {where}: the code cell is not the English one"]
     spoiled = copy.deepcopy(ed)
     text = next(c for c in spoiled["cells"] if c["cell_type"] == "markdown" and "$" in "".join(c["source"]))
     text["source"] = [T.MATH.sub("$x$", "".join(text["source"]), count=1)]
@@ -144,10 +148,22 @@ def test_translated_markdown_keeps_its_layout():
             "- [a link](notebooks/02_linear_attention.ipynb)\n\n> a quote\n\n| a | b |\n|---|---|\n"
             "| one cell | `x` |\n\n$$\nS_t = S_{t-1}\n$$\n\n```python\nprint('a paragraph')\n```\n")
     out = T.translate_markdown(text, lambda content: "«" + " ".join(content.split()) + "»")
-    assert out == ("## «A heading»\n\n«A paragraph over two lines with $x_t$ and `code`.»\n\n- «an item that "
-                   "wraps»\n- «[a link](notebooks/02_linear_attention.ipynb)»\n\n> «a quote»\n\n| «a» | «b» |\n"
-                   "|---|---|\n| «one cell» | «`x`» |\n\n$$\nS_t = S_{t-1}\n$$\n\n```python\nprint('a paragraph')"
-                   "\n```\n")
+    assert out == ("## «A heading»\n\n«A paragraph over two lines with $x_t$ and `code`.»\n\n"
+                   "- «an item that wraps»\n- «[a link](notebooks/02_linear_attention.ipynb)»\n\n"
+                   "> «a quote»\n\n"
+                   "| «a» | «b» |\n|---|---|\n| «one cell» | «`x`» |\n\n$$\nS_t = S_{t-1}\n$$\n\n"
+                   "```python\nprint('a paragraph')\n```\n")
+
+
+def test_a_translation_breaking_its_markup_or_its_conventions_is_named():
+    assert T.kept_verbatim("**Bold.** Then text.", "**粗体**。然后是文本。") == []
+    assert "markup" in T.kept_verbatim("**Bold.** Then text.", "**粗体。**然后是文本。")[0]   # no bold
+    assert "code" in T.kept_verbatim("Call `f`.", "调用 f。")[0]
+    assert T.conventions("zh_CN", "状态 $S$ 很大（对 `K` 而言），对吗？") == []
+    found = T.conventions("zh_CN", "状态S很大(对吧),真的")
+    assert len(found) == 3, found        # no space before S, ASCII parentheses, an ASCII comma
+    assert T.conventions("de", "0.25 von 1024 und 16\u202f384 Tokens, `1,024` im Code") == []
+    assert T.conventions("de", "ab 1,024 Tokens")
 
 
 @pytest.mark.parametrize("lang", T.LANGUAGES)

@@ -39,7 +39,8 @@ def course_files(root=ROOT):
     """The files that name the repository: the notebooks, the README, any docs, the translated editions."""
     root = Path(root)
     files = sorted((root / "notebooks").glob("*.ipynb")) + [root / "README.md"]
-    editions = sorted((root / "editions").glob("*/notebooks/*.ipynb")) + sorted((root / "editions").glob("*/README.md"))
+    editions = sorted((root / "editions").glob("*/notebooks/*.ipynb"))
+    editions += sorted((root / "editions").glob("*/README.md"))
     return files + sorted((root / "docs").glob("**/*.md")) + editions
 
 

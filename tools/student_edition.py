@@ -34,8 +34,8 @@ TEACHER_TESTS = ["tests/test_exercises.py", "tests/test_teaching_guide.py", "tes
                  "tests/test_notebook_exercise_cells.py", "tests/test_grading.py",
                  "tests/test_self_contained.py", "tests/test_translations.py"]
 LEAVE_OUT = ["solutions", "docs/teaching.md", "docs/notebook_times.json", "tools/student_edition.py",
-             "tools/nbgrader_export.py", "tools/notebook_times.py", "tools/site_pages.py", "tools/translations.py",
-             *TEACHER_TESTS]
+             "tools/nbgrader_export.py", "tools/notebook_times.py", "tools/site_pages.py",
+             "tools/translations.py", *TEACHER_TESTS]
 EDITION_FILE = "kimik3_lessons/edition.py"          # HINTS = True / False: the checks' default
 STARS = {1: "★", 2: "★★", 3: "★★★"}
 
@@ -265,7 +265,9 @@ def main(argv=None):
     except ValueError as err:
         parser.error(str(err))
     _, repos = repo_url.problems(Path(args.out))
-    print(f"student edition{f' ({args.lang})' if args.lang else ''}: {len(notebooks)} lessons in {args.out} (outputs cleared, solutions left out; "
+    language = f" ({args.lang})" if args.lang else ""
+    print(f"student edition{language}: {len(notebooks)} lessons in {args.out} (outputs cleared, "
+          "solutions left out; "
           f"hints {'on' if args.hints == '1' else 'off'}; badges open github.com/{', '.join(repos)})")
     if not args.repo:
         print("  (the badges open the course's repository, solutions included: pass REPO=owner/name, "
