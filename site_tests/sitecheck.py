@@ -301,9 +301,12 @@ def static_problems(root):
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
+PROSE = {"p", "h1", "h2", "h3", "h4", "h5", "h6"}
+
+
 class _Prose(html.parser.HTMLParser):
-    """The text of every <p> inside the page's <article>, outside cell outputs (printed output and figure
-    labels stay English in every language)."""
+    """The text of every paragraph and heading inside the page's <article>, outside cell outputs (printed
+    output and figure labels stay English in every language); a heading without its permalink."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -317,8 +320,10 @@ class _Prose(html.parser.HTMLParser):
         article = inside[0] or tag == "article"
         output = inside[1] or "cell_output" in classes or "output" in classes.split()
         self.stack.append((tag, (article, output)))
-        if tag == "p" and article and not output:
-            self.current = []
+        if tag in PROSE and article and not output and self.current is None:
+            self.current, self.element = [], tag
+        elif tag == "a" and "headerlink" in classes and self.current is not None:
+            self.current.append("\0")              # the permalink's text, cut below
 
     def handle_endtag(self, tag):
         if tag in VOID:
@@ -327,8 +332,8 @@ class _Prose(html.parser.HTMLParser):
             open_tag, _ = self.stack.pop()
             if open_tag == tag:
                 break
-        if tag == "p" and self.current is not None:
-            text = " ".join("".join(self.current).split())
+        if tag == getattr(self, "element", None) and self.current is not None:
+            text = " ".join("".join(self.current).split("\0")[0].split())
             if text:
                 self.paragraphs.append(text)
             self.current = None
@@ -344,13 +349,16 @@ def paragraphs(page_html):
     return parser.paragraphs
 
 
-def untranslated(english_html, translated_html, words=4):
-    """The paragraphs of the English page (of `words` words or more) that its translation shows as they
-    are: prose the catalogs did not translate."""
-    def prose(text):      # words of letters, as a sentence has them (not file names, not identifiers)
-        return sum(bool(re.fullmatch(r"[A-Za-z][a-z]+", w.strip(".,;:!?()\"'"))) for w in text.split())
+def untranslated(english_html, translated_html, words=2):
+    """The paragraphs and headings of the English page that its translation shows as they are: prose the
+    catalogs did not translate. Prose: `words` words or more, one of them lower case ("1. The recurrence",
+    not a name or a menu label such as "Run All", which stay English)."""
+    def prose(text):
+        found = [w.strip(".,;:!?()\"'") for w in text.split()]
+        found = [w for w in found if re.fullmatch(r"[A-Za-z][a-z]+", w)]
+        return len(found) >= words and any(re.fullmatch(r"[a-z]{3,}", w) for w in found)
 
-    english = [p for p in paragraphs(english_html) if prose(p) >= words]
+    english = [p for p in paragraphs(english_html) if prose(p)]
     shown = set(paragraphs(translated_html))
     return [p for p in english if p in shown]
 

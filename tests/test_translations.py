@@ -159,6 +159,8 @@ def test_a_translation_breaking_its_markup_or_its_conventions_is_named():
     assert T.kept_verbatim("**Bold.** Then text.", "**粗体**。然后是文本。") == []
     assert "markup" in T.kept_verbatim("**Bold.** Then text.", "**粗体。**然后是文本。")[0]   # no bold
     assert "code" in T.kept_verbatim("Call `f`.", "调用 f。")[0]
+    assert "list item" in T.kept_verbatim("1. The recurrence", "1. 递推形式")[0]   # a heading, by itself
+    assert T.kept_verbatim("1. The recurrence", "1\\. 递推形式") == []
     assert T.conventions("zh_CN", "状态 $S$ 很大（对 `K` 而言），对吗？") == []
     found = T.conventions("zh_CN", "状态S很大(对吧),真的")
     assert len(found) == 3, found        # no space before S, ASCII parentheses, an ASCII comma

@@ -193,6 +193,9 @@ def kept_verbatim(msgid, msgstr):
         changed = sorted(k for k in english.keys() | translated.keys() if english[k] != translated[k])
         out.append("the translation does not render to the same markup: " + ", ".join(
             f"{k.removesuffix('_open')} {english[k]} in English, {translated[k]} here" for k in changed))
+    if BLOCK_MARK.match(msgstr) and msgstr != msgid:
+        out.append("the translation starts like a Markdown list item, quote or heading, and Sphinx parses a "
+                   "translation by itself, so a heading '1. Title' would stay English: escape the mark (1\\.)")
     for name, pattern in (("equation", MATH), ("code", CODE), ("link target", LINK_TARGET)):
         english, translated = sorted(pattern.findall(msgid)), sorted(pattern.findall(msgstr))
         if english != translated:
@@ -201,6 +204,7 @@ def kept_verbatim(msgid, msgstr):
     return out
 
 
+BLOCK_MARK = re.compile(r"(\d+[.)]|[-*+>]|#{1,6})(\s|$)")     # what starts a list item, quote, heading
 HAN = "[\u4e00-\u9fff]"
 # The typographic conventions each glossary states: (what is wrong, where it is found in a translation's
 # prose, its math, code and link targets taken out).
