@@ -181,3 +181,7 @@ def test_a_student_edition_in_a_language_has_its_prose_and_the_english_checks(la
                                        for line in ed["source"]], path.name
             else:
                 assert s["source"] == en["source"] and s["outputs"] == [], path.name
+    readme = " ".join((tmp_path / "student" / "README.md").read_text().split())
+    english = [m for m in T.student_messages() if len(m.split()) > 3 and T.PLACEHOLDER.sub("", m) in readme]
+    assert not english, f"the {lang} student edition's README has English left: {english[:3]}"
+    assert "03, 05b, 06, 07a" in readme and "{" not in readme   # its placeholders filled

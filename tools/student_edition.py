@@ -45,7 +45,10 @@ From GPT-2 (2019) to KimiK3 (2026), by running code: one notebook per lesson in 
 Every lesson ends with {exercise_range} exercises ({exercise_count} in all) that check your code as you write
 it.
 
-{lessons}
+| lesson | exercises | Run All | |
+|---|---|---|---|
+{lesson_rows}
+
 ★ a few lines · ★★ the lesson's mechanism · ★★★ a stretch. Run All is the time one lesson takes, top to
 bottom, on a 2-core CPU without a GPU (measured by the course, {times_date}); all {lesson_count} lessons take
 {total_time}.
@@ -86,10 +89,11 @@ Each exercise is a function whose body is `raise NotImplementedError`, followed 
 your function on fresh random inputs and prints one line,
 
 - ⬜ not attempted yet — the function still raises NotImplementedError;
-- ❌ what differs (a shape, the first wrong row, a value){hint_text};
+- {wrong_line}
 - ✅ your answer, with the error it measured against the course's reference.
 
-A wrong answer never stops the notebook: Run All always reaches the end.{hints_note}
+A wrong answer never stops the notebook: Run All always reaches the end.
+{hints_note}
 
 ## Checking your machine
 
@@ -98,8 +102,15 @@ minutes on a 2-core machine, most of it the lessons). It passes on a fresh copy,
 "not attempted yet".
 """
 
-HINTS_OFF = ("\n\nThis edition's checks give no hints (graded work): a ❌ says what differs, not what to "
-             "do.\n`KIMIK3_HINTS=1` in the environment turns them back on.")
+# The README's parts that depend on the edition's settings, each a whole sentence (a translated student
+# edition translates them, tools/translations.py: its catalog student/README).
+PHRASES = {
+    "wrong_hint": "❌ what differs (a shape, the first wrong row, a value) and a hint;",
+    "wrong": "❌ what differs (a shape, the first wrong row, a value);",
+    "hints_off": "This edition's checks give no hints (graded work): a ❌ says what differs, not what to do. "
+                 "`KIMIK3_HINTS=1` in the environment turns them back on.",
+    "and": "{first} and {last}",
+}
 # `make test` in a fresh edition on an idle 2-core machine (its unit tests, then nbval over every lesson
 # with two workers), in minutes: the course's `make test` runs it last (measure that step when it changes).
 TEST_MINUTES = 8   # measured: the edition's `make test` in .ci/run on an idle 2-core machine, 7 min 55 s
@@ -146,9 +157,10 @@ def minutes(seconds):
     return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
 
-def lesson_table(notebooks, exercises, seconds, repo):
-    """The lessons, one row each: title, exercises with their difficulty, Run All time, Colab badge."""
-    rows = ["| lesson | exercises | Run All | |", "|---|---|---|---|"]
+def lesson_rows(notebooks, exercises, seconds, repo):
+    """The lesson table's rows, one per lesson: title, exercises with their difficulty, Run All time, Colab
+    badge (the header is the README's)."""
+    rows = []
     for path in notebooks:
         own = [e for e in exercises if lesson_of(e[0]) == path.name.split("_")[0]]
         listed = "<br>".join(f"{i} `{name}` {STARS[d]}" for i, name, _, d in own)
@@ -156,18 +168,24 @@ def lesson_table(notebooks, exercises, seconds, repo):
         badge = (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
                  f"(https://colab.research.google.com/github/{repo}/blob/main/notebooks/{path.name})")
         rows.append(f"| [{notebook_title(path)}](notebooks/{path.name}) | {listed} | {time} | {badge} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows)
 
 
-def gpu_lessons(notebooks):
-    """The lessons with a `%%needs gpu` cell: '03, 05b, 06, 07a and 09b'."""
+def gpu_lessons(notebooks, both=PHRASES["and"]):
+    """The lessons with a `%%needs gpu` cell: '03, 05b, 06, 07a and 09b' (`both`: how the language joins
+    the last two)."""
     found = [p.name.split("_")[0] for p in notebooks
              if any("".join(c["source"]).startswith("%%needs gpu")
                     for c in json.loads(p.read_text())["cells"])]
-    return ", ".join(found[:-1]) + f" and {found[-1]}" if len(found) > 1 else "".join(found)
+    return both.format(first=", ".join(found[:-1]), last=found[-1]) if len(found) > 1 else "".join(found)
 
 
-def readme(out, notebooks, hints):
+def readme(out, notebooks, hints, lang=None):
+    """The edition's README (in `lang`, through its catalog, when given)."""
+    template, phrases = README, PHRASES
+    if lang:
+        import translations
+        template, phrases = translations.student_readme(lang, README, PHRASES)
     exercises = exercise_list(out)
     counts = sorted({sum(lesson_of(e[0]) == p.name.split("_")[0] for e in exercises) for p in notebooks})
     times = json.loads((ROOT / "docs" / "notebook_times.json").read_text())
@@ -175,13 +193,13 @@ def readme(out, notebooks, hints):
     repo = repos[0] if repos else "kimik3-lessons/kimik3-lessons"
     install = next(line.strip() for path in notebooks for cell in json.loads(path.read_text())["cells"][:3]
                    for line in "".join(cell["source"]).splitlines() if repo_url.INSTALL.search(line))
-    return README.format(
+    return template.format(
         exercise_range=f"{counts[0]}–{counts[-1]}" if counts[0] != counts[-1] else str(counts[0]),
-        exercise_count=len(exercises), lessons=lesson_table(notebooks, exercises, times["seconds"], repo),
+        exercise_count=len(exercises), lesson_rows=lesson_rows(notebooks, exercises, times["seconds"], repo),
         times_date=times["date"], lesson_count=len(notebooks),
         total_time=minutes(sum(times["seconds"].get(p.name, 0) for p in notebooks)),
-        install=install, gpu_lessons=gpu_lessons(notebooks),
-        hint_text=" and a hint" if hints else "", hints_note="" if hints else HINTS_OFF,
+        install=install, gpu_lessons=gpu_lessons(notebooks, phrases["and"]),
+        wrong_line=phrases["wrong_hint" if hints else "wrong"], hints_note="" if hints else phrases["hints_off"],
         test_minutes=TEST_MINUTES)
 
 
@@ -237,7 +255,7 @@ def build(out, repo=None, hints=True, lang=None):
     for path in notebooks:
         clear_outputs(path)
     set_hints(out, hints)
-    (out / "README.md").write_text(readme(out, notebooks, hints))
+    (out / "README.md").write_text(readme(out, notebooks, hints, lang))
     if repo:
         repo_url.set_repo(repo, out)
     return notebooks

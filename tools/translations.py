@@ -30,6 +30,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 from markdown_it.renderer import RendererHTML
 from myst_parser.config.main import MdParserConfig
@@ -64,12 +65,48 @@ def templates(work=WORK):
         shutil.rmtree(pot)
     subprocess.run([sys.executable, "-m", "sphinx", "-b", "gettext", "-q", "-W", "--keep-going", "-c",
                     str(ROOT / "site"), "-d", str(work / "doctrees"), str(src), str(pot)], check=True)
+    student = pot / f"{STUDENT}.pot"                # the student edition's README, not a page of the site
+    student.parent.mkdir(parents=True, exist_ok=True)
+    catalog = Catalog(project="kimik3-lessons")
+    for msgid in student_messages():
+        catalog.add(msgid)
+    write_catalog(student, catalog)
     found = {}
     for path in sorted(pot.rglob("*.pot")):
         page = path.relative_to(pot).with_suffix("").as_posix()
         if not page.startswith("_static/"):         # MathJax's own files, not pages
             found[page] = read_catalog(path)
     return found
+
+
+STUDENT = "student/README"
+PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
+
+
+def student_messages():
+    """The messages of the student edition's README (tools/student_edition.py: its template, and the
+    sentences that depend on the edition's settings), in order; a placeholder alone is not one."""
+    import student_edition
+
+    texts = [student_edition.README, *student_edition.PHRASES.values()]
+    found = [message_of(block[3]) for text in texts for block in text_blocks(text)]
+    return list(dict.fromkeys(m for m in found if has_words(PLACEHOLDER.sub("", m))))
+
+
+def student_readme(lang, template, phrases, locales=LOCALES):
+    """The student edition's README template and phrases (student_edition.README, PHRASES) in `lang`,
+    their placeholders kept for the edition to fill."""
+    missing = []
+    translate = translator(translations_of(lang, [STUDENT], locales), lambda content: content, missing)
+
+    def piece(content):
+        return None if PLACEHOLDER.fullmatch(content.strip()) else translate(content)
+
+    template = translate_markdown(template, piece)
+    phrases = {key: translate_markdown(text, piece) for key, text in phrases.items()}
+    if missing:
+        raise missing_error(lang, "the student edition's README", missing)
+    return template, phrases
 
 
 def catalog_path(lang, page, locales=LOCALES):
@@ -196,7 +233,8 @@ def kept_verbatim(msgid, msgstr):
     if BLOCK_MARK.match(msgstr) and msgstr != msgid:
         out.append("the translation starts like a Markdown list item, quote or heading, and Sphinx parses a "
                    "translation by itself, so a heading '1. Title' would stay English: escape the mark (1\\.)")
-    for name, pattern in (("equation", MATH), ("code", CODE), ("link target", LINK_TARGET)):
+    for name, pattern in (("equation", MATH), ("code", CODE), ("link target", LINK_TARGET),
+                          ("placeholder", PLACEHOLDER)):
         english, translated = sorted(pattern.findall(msgid)), sorted(pattern.findall(msgstr))
         if english != translated:
             lost = sorted(set(english) - set(translated)) or sorted(set(translated) - set(english))
