@@ -199,7 +199,8 @@ def readme(out, notebooks, hints, lang=None):
         times_date=times["date"], lesson_count=len(notebooks),
         total_time=minutes(sum(times["seconds"].get(p.name, 0) for p in notebooks)),
         install=install, gpu_lessons=gpu_lessons(notebooks, phrases["and"]),
-        wrong_line=phrases["wrong_hint" if hints else "wrong"], hints_note="" if hints else phrases["hints_off"],
+        wrong_line=phrases["wrong_hint" if hints else "wrong"],
+        hints_note="" if hints else phrases["hints_off"],
         test_minutes=TEST_MINUTES)
 
 

@@ -231,8 +231,8 @@ def kept_verbatim(msgid, msgstr):
         out.append("the translation does not render to the same markup: " + ", ".join(
             f"{k.removesuffix('_open')} {english[k]} in English, {translated[k]} here" for k in changed))
     if BLOCK_MARK.match(msgstr) and msgstr != msgid:
-        out.append("the translation starts like a Markdown list item, quote or heading, and Sphinx parses a "
-                   "translation by itself, so a heading '1. Title' would stay English: escape the mark (1\\.)")
+        out.append("the translation starts like a Markdown list item, quote or heading, and Sphinx parses "
+                   "a translation by itself, so a heading '1. Title' would stay English: escape it (1\\.)")
     for name, pattern in (("equation", MATH), ("code", CODE), ("link target", LINK_TARGET),
                           ("placeholder", PLACEHOLDER)):
         english, translated = sorted(pattern.findall(msgid)), sorted(pattern.findall(msgstr))
