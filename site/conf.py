@@ -71,6 +71,12 @@ if language != "en":
     # and the link to the notebook file (translated_notebook_links, below).
     html_theme_options["path_to_docs"] = f"editions/{language}"
     html_js_files = ["translation-fixes.js"]    # two faults of Sphinx 9's search in a translation, mended
+if language == "zh_CN":
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)   # Sphinx's Chinese search cuts words with jieba: without its log lines
 
 
 def languages_of(pagename):

@@ -120,8 +120,13 @@ def test_every_page_has_its_translation_in_its_language_with_a_switch(site, lang
     assert not found, "\n".join(found[:30])
 
 
+# A word of lesson 05a's translated title or text, as a reader of that language would type it: in Chinese,
+# a word the search must first cut out of a sentence (Sphinx does it with jieba); in German, a name.
+SEARCHES = {"zh_CN": "递推", "de": "DeltaNet"}
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_translations_search_finds_a_lesson(browser, server, lang):
-    """A name the translated title keeps (DeltaNet), searched on that language's search page."""
-    problem = search_problem(browser, server, "DeltaNet", f"{lang}/notebooks/05a_delta_rule.html", f"{lang}/")
+    page = f"{lang}/notebooks/05a_delta_rule.html"
+    problem = search_problem(browser, server, SEARCHES[lang], page, f"{lang}/")
     assert problem is None, problem
