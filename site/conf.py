@@ -76,7 +76,7 @@ if language == "zh_CN":
 
     import jieba
 
-    jieba.setLogLevel(logging.WARNING)   # Sphinx's Chinese search cuts words with jieba: without its log lines
+    jieba.setLogLevel(logging.WARNING)   # Sphinx cuts Chinese words with jieba: not its log lines
 
 
 def languages_of(pagename):
