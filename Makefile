@@ -98,6 +98,8 @@ test-browser: $(STAMP)
 SITE := build/site
 SITE_WORK := build/site-work
 SITE_SCRATCH := $${TMPDIR:-/tmp}/kimik3-site-test
+# Two pytest workers, each with its own server and Chromium: 21 pages in three languages.
+SITE_WORKERS ?= 2
 .PHONY: site test-site
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[docs]"
@@ -118,7 +120,7 @@ site: $(DOCS_STAMP)
 test-site: site
 	$(BROWSER_INSTALL)
 	rm -rf "$(SITE_SCRATCH)" && mkdir -p "$(SITE_SCRATCH)"
-	KIMIK3_SITE_SCRATCH="$(SITE_SCRATCH)" $(BIN)/pytest -q -p no:xdist site_tests/
+	KIMIK3_SITE_SCRATCH="$(SITE_SCRATCH)" $(BIN)/pytest -q -n $(SITE_WORKERS) --dist load site_tests/
 
 # Point the Colab badges, the Colab install lines and the README at another repository (a fork, a course
 # copy): make set-repo REPO=owner/name. Without REPO, prints the current one and checks they all agree.

@@ -4,6 +4,9 @@ collect this folder).
 Settings (environment): KIMIK3_SITE, the built site (default build/site); KIMIK3_SITE_SCRATCH, where the
 screenshots (one per page) and report.txt go (default $TMPDIR/kimik3-site-test); CHROMIUM, the browser
 (default /usr/bin/chromium, as for browser_tests/).
+
+`make test-site` runs two pytest workers, each with its own server and Chromium; each writes a JSON file
+per page checked into the scratch folder's reports/, and the table at the end is assembled from them.
 """
 
 import importlib.util
@@ -11,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +26,6 @@ _spec = importlib.util.spec_from_file_location("repo_url", ROOT / "tools" / "rep
 repo_url = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repo_url)
 
-_reports = []
 # The site's translations (site/conf.py's LANGUAGES, English aside): each lies under SITE/<lang>/.
 _LANGUAGES = (ROOT / "site" / "conf.py").read_text().split("\nLANGUAGES = ", 1)[1].split("}", 1)[0]
 LANGUAGES = [code for code in re.findall(r'"(\w+)":', _LANGUAGES) if code != "en"]
@@ -85,24 +88,37 @@ def server(site):
 def check(browser, server, scratch):
     """check(path, **expected) -> Report, with a screenshot in the scratch folder; recorded for the table."""
     def run(path, screenshots=True, **expected):
+        started = time.time()
         report = sitecheck.check_page(browser, server, path, scratch / "screenshots" if screenshots else None,
                                       **expected)
-        _reports.append(report)
+        row = {"page": report.notebook, "seconds": report.timings.get("total", 0),
+               "kinds": sorted(report.kinds()), "summary": report.summary(), "started": started,
+               "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}
+        (scratch / "reports").mkdir(exist_ok=True)
+        name = f"{started:.4f}-{row['worker']}-{path.replace('/', '__')}.json"
+        (scratch / "reports" / name).write_text(json.dumps(row))
         return report
     return run
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not _reports:
+def pytest_terminal_summary(terminalreporter, config):
+    if hasattr(config, "workerinput"):   # a worker: the controller prints the table
         return
     scratch = scratch_folder()
-    lines = [f"{'page':<44} {'seconds':>8}  problems"]
-    for r in _reports:
-        found = ", ".join(sorted(r.kinds())) or "none"
-        lines.append(f"{r.notebook:<44} {r.timings.get('total', 0):8.1f}  {found}")
-    lines.append(f"{'sum':<44} {sum(r.timings.get('total', 0) for r in _reports):8.1f}")
+    folder = scratch / "reports"
+    rows = sorted((json.loads(p.read_text()) for p in folder.glob("*.json")),
+                  key=lambda r: r["started"]) if folder.is_dir() else []
+    if not rows:
+        return
+    lines = [f"{'page':<44} {'worker':>6} {'seconds':>8}  problems"]
+    for r in rows:
+        found = ", ".join(r["kinds"]) or "none"
+        lines.append(f"{r['page']:<44} {r['worker'][-6:]:>6} {r['seconds']:8.1f}  {found}")
+    workers = len({r["worker"] for r in rows})
+    title = f"sum ({workers} workers side by side)" if workers > 1 else "sum"
+    lines.append(f"{title:<51} {sum(r['seconds'] for r in rows):8.1f}")
     lines += ["", f"screenshots: {scratch / 'screenshots'}/  (this report: {scratch / 'report.txt'})"]
     text = "\n".join(lines)
-    (scratch / "report.txt").write_text(text + "\n\n" + "\n\n".join(r.summary() for r in _reports) + "\n")
+    (scratch / "report.txt").write_text(text + "\n\n" + "\n\n".join(r["summary"] for r in rows) + "\n")
     terminalreporter.write_sep("=", "the site in Chromium: seconds per page")
     terminalreporter.write_line(text)
