@@ -57,6 +57,14 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A browser that closes a connection before a file is sent (it left the page) is no error of the
+        site; anything else is printed, as the standard server does."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 class SiteServer:
     """The folder `root` over HTTP on 127.0.0.1 at a port the system picks; `overrides` maps a URL path
     ("/notebooks/control.html") to the bytes served there instead of a file."""
@@ -65,7 +73,7 @@ class SiteServer:
         self.root = Path(root)
         self.overrides = {}
         handler = type("Handler", (_Handler,), {"overrides": self.overrides})
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
+        self.httpd = _Server(("127.0.0.1", 0), partial(handler, directory=str(root)))
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

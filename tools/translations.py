@@ -21,6 +21,7 @@ sphinx-intl, MyST's parser, Babel).
 
 import argparse
 import collections
+import functools
 import json
 import re
 import shutil
@@ -180,14 +181,17 @@ def update_catalogs(locales=LOCALES, work=WORK):
 # In step: complete, not fuzzy, nothing stale, faithful
 
 
-def problems_of(lang, found, locales=LOCALES):
+def problems_of(lang, found, locales=LOCALES, only=None):
     """What keeps `lang`'s catalogs from being in step with the English pages `found` (templates()): one
-    line per message untranslated, fuzzy, missing, stale or unfaithful, and per page without a catalog."""
+    line per message untranslated, fuzzy, missing, stale or unfaithful, and per page without a catalog.
+    `only`: the pages to look at (default all)."""
     here = locales / lang / "LC_MESSAGES"
     pages = {p.relative_to(here).with_suffix("").as_posix() for p in here.rglob("*.po")}
     out = [f"{lang}/{page}.po: a catalog of a page the site no longer has"
-           for page in sorted(pages - set(found))]
+           for page in sorted(pages - set(found)) if only is None or page in only]
     for page, template in sorted(found.items()):
+        if only is not None and page not in only:
+            continue
         if page not in pages:
             out.append(f"{lang}/{page}.po: missing (make catalogs)")
             continue
@@ -212,6 +216,7 @@ def problems_of(lang, found, locales=LOCALES):
     return out
 
 
+@functools.cache
 def markup(text):
     """How many of each inline element (bold, italic, link, image, code, math) `text` renders to. A
     translation must render to as many as its message: a `**` that CommonMark does not take as bold
