@@ -12,7 +12,7 @@ per page checked into the scratch folder's reports/, and the table at the end is
 import importlib.util
 import json
 import os
-import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,9 +26,11 @@ _spec = importlib.util.spec_from_file_location("repo_url", ROOT / "tools" / "rep
 repo_url = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repo_url)
 
-# The site's translations (site/conf.py's LANGUAGES, English aside): each lies under SITE/<lang>/.
-_LANGUAGES = (ROOT / "site" / "conf.py").read_text().split("\nLANGUAGES = ", 1)[1].split("}", 1)[0]
-LANGUAGES = [code for code in re.findall(r'"(\w+)":', _LANGUAGES) if code != "en"]
+# The site's translations (tools/translations.py, which site/conf.py reads too): each under SITE/<lang>/.
+sys.path.insert(0, str(ROOT / "tools"))
+import translations  # noqa: E402
+
+LANGUAGES = translations.LANGUAGES
 
 
 def scratch_folder():

@@ -318,7 +318,8 @@ class _Prose(html.parser.HTMLParser):
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.stack, self.paragraphs, self.current = [], [], None
+        self.stack, self.paragraphs = [], []
+        self.current, self.element = None, None     # the text of the element being read, and its tag
 
     def handle_starttag(self, tag, attrs):
         if tag in VOID:
@@ -340,7 +341,7 @@ class _Prose(html.parser.HTMLParser):
             open_tag, _ = self.stack.pop()
             if open_tag == tag:
                 break
-        if tag == getattr(self, "element", None) and self.current is not None:
+        if tag == self.element and self.current is not None:
             text = " ".join("".join(self.current).split("\0")[0].split())
             if text:
                 self.paragraphs.append(text)
