@@ -6,8 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.installed-docs
-# The course's translations (docs/translations.md); LANG=<one of them> on the command line picks an edition.
-LANGUAGES := zh_CN de
+# The course's translations (docs/translations.md), as tools/translations/__init__.py lists them (read
+# when a target uses them); LANG=<one of them> on the command line picks an edition.
+LANGUAGES = $(shell $(PYTHON) -c 'from tools.translations import LANGUAGES; print(*LANGUAGES)')
 EDITION_LANG := $(if $(filter command line,$(origin LANG)),$(LANG))
 
 # Without an NVIDIA GPU, pin the CPU build of PyTorch: a plain `torch` pulls a multi-GB CUDA build.
@@ -56,8 +57,8 @@ test: $(STAMP) $(if $(wildcard solutions),$(DOCS_STAMP))
 	rm -rf "$(SCRATCH)" && mkdir -p "$(SCRATCH)/figures"
 ifneq ($(wildcard solutions),)
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile \
-		$$($(BIN)/python tools/student_edition.py --teacher-tests)
-	$(BIN)/python tools/student_edition.py "$(SCRATCH)/student"
+		$$($(BIN)/python -m tools.student_edition --teacher-tests)
+	$(BIN)/python -m tools.student_edition "$(SCRATCH)/student"
 	$(MAKE) -C "$(SCRATCH)/student" test STAMP= BIN="$(CURDIR)/$(BIN)" SCRATCH="$(SCRATCH)/edition"
 else
 	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) tests/
@@ -106,12 +107,12 @@ $(DOCS_STAMP): $(STAMP)
 	touch $@
 
 site: $(DOCS_STAMP)
-	$(BIN)/python tools/site_pages.py $(SITE_WORK)/src
+	$(BIN)/python -m tools.site_pages $(SITE_WORK)/src
 	rm -rf $(SITE_WORK)/locales && cp -r locales $(SITE_WORK)/locales
-	$(BIN)/sphinx-build -b html -W --keep-going -q -c site -d $(SITE_WORK)/doctrees $(SITE_WORK)/src \
+	$(BIN)/python -m sphinx -b html -W --keep-going -q -c site -d $(SITE_WORK)/doctrees $(SITE_WORK)/src \
 		$(SITE_WORK)/html
 	for lang in $(LANGUAGES); do \
-		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales $(BIN)/sphinx-build -b html -W \
+		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales $(BIN)/python -m sphinx -b html -W \
 			--keep-going -q -c site -d $(SITE_WORK)/doctrees-$$lang $(SITE_WORK)/src $(SITE_WORK)/html/$$lang \
 			|| exit 1; \
 	done
@@ -125,7 +126,7 @@ test-site: site
 # Point the Colab badges, the Colab install lines and the README at another repository (a fork, a course
 # copy): make set-repo REPO=owner/name. Without REPO, prints the current one and checks they all agree.
 set-repo:
-	$(PYTHON) tools/repo_url.py $(if $(REPO),--set $(REPO))
+	$(PYTHON) -m tools.repo_url $(if $(REPO),--set $(REPO))
 
 # The course a teacher hands out: outputs cleared, solutions left out (STUDENT=<folder>, default
 # build/student). REPO=owner/name: its badges and install lines open the class's repository; HINTS=0: its
@@ -133,7 +134,7 @@ set-repo:
 STUDENT ?= build/student
 HINTS ?= 1
 student: $(if $(EDITION_LANG),$(DOCS_STAMP))
-	$(if $(EDITION_LANG),LC_ALL=C.UTF-8 $(BIN)/python,$(PYTHON)) tools/student_edition.py $(STUDENT) \
+	$(if $(EDITION_LANG),LC_ALL=C.UTF-8 $(BIN)/python,$(PYTHON)) -m tools.student_edition $(STUDENT) \
 		$(if $(REPO),--repo $(REPO)) --hints $(HINTS) $(if $(EDITION_LANG),--lang $(EDITION_LANG))
 
 # The course as an nbgrader course directory (NBGRADER=<folder>, default build/nbgrader): every lesson's
@@ -142,26 +143,36 @@ student: $(if $(EDITION_LANG),$(DOCS_STAMP))
 NBGRADER ?= build/nbgrader
 .PHONY: nbgrader
 nbgrader:
-	$(PYTHON) tools/nbgrader_export.py $(NBGRADER) --hints $(if $(filter command line,$(origin HINTS)),$(HINTS),0)
+	$(PYTHON) -m tools.nbgrader_export $(NBGRADER) --hints $(if $(filter command line,$(origin HINTS)),$(HINTS),0)
 
 # The course in other languages (docs/translations.md). The English pages are the one source; their
 # prose is in gettext catalogs, locales/<lang>/LC_MESSAGES/<page>.po. `make catalogs` extracts the English
 # messages (Sphinx's gettext builder) and merges them into every catalog (sphinx-intl): run it after
 # changing English prose, then translate what it lists. `make edition LANG=zh_CN` (or de) writes
-# editions/<lang>/: the lessons with their prose translated, code and outputs as committed, and a README.
-# make lab LANG=zh_CN opens an edition. LANG is read only from the command line (the shell's LANG, a
-# locale, is not a language of the course), and the tools run under the C.UTF-8 locale.
-.PHONY: catalogs edition
+# editions/<lang>/: the lessons with their prose translated, code and outputs as committed, the README
+# and the teaching guide. make lab LANG=zh_CN opens an edition. LANG is read only from the command line
+# (the shell's LANG, a locale, is not a language of the course), and the tools run under the C.UTF-8 locale.
+# `make lesson NOTEBOOKS=notebooks/05a_delta_rule.ipynb` is what a lesson's author runs after changing it:
+# the lesson executed again (make notebooks), the catalogs updated, every edition written again, and the
+# catalog messages now out of date listed (exit 1 while there are any: translate them, then
+# `make edition LANG=...` for each language, or `make lesson` again).
+.PHONY: catalogs edition lesson
+TRANSLATIONS := LC_ALL=C.UTF-8 $(BIN)/python -m tools.translations
 catalogs: $(DOCS_STAMP)
-	LC_ALL=C.UTF-8 $(BIN)/python tools/translations.py catalogs
+	$(TRANSLATIONS) catalogs
 
 edition: $(DOCS_STAMP)
-	$(if $(EDITION_LANG),,$(error say which edition: make edition LANG=zh_CN (or LANG=de)))
-	LC_ALL=C.UTF-8 $(BIN)/python tools/translations.py edition $(EDITION_LANG)
+	$(if $(EDITION_LANG),,$(error say which edition: make edition LANG=$(firstword $(LANGUAGES)) (or another of $(LANGUAGES))))
+	$(TRANSLATIONS) edition $(EDITION_LANG)
+
+lesson: $(DOCS_STAMP)
+	$(if $(filter command line,$(origin NOTEBOOKS)),,$(error say which lesson: make lesson NOTEBOOKS=notebooks/05a_delta_rule.ipynb))
+	$(MAKE) notebooks NOTEBOOKS="$(NOTEBOOKS)"
+	$(TRANSLATIONS) lesson $(NOTEBOOKS)
 
 # Run every notebook once, timed, and write the table of docs/teaching.md (run it on an idle machine).
 times: $(STAMP)
-	$(BIN)/python tools/notebook_times.py
+	$(BIN)/python -m tools.notebook_times
 
 # Execute notebooks in place (outputs kept for readers on GitHub) and refresh figures/.
 # NOTEBOOKS=notebooks/05*.ipynb runs some; ONLINE=1 lets the `%%needs internet` cells download.

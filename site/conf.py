@@ -8,13 +8,12 @@ picture (so no widget JavaScript), and the theme's assets are its own.
 """
 
 import os
-import sys
 from pathlib import Path
 
+from tools import site_pages
+from tools.translations import NAMES  # the languages, each by its own name
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import site_pages  # noqa: E402
-import translations  # noqa: E402  (tools/translations.py: the languages, their names)
 
 REPO, BRANCH = site_pages.repository(ROOT)
 
@@ -57,7 +56,7 @@ html_context = {"default_mode": "auto"}
 # them into locales/<lang>/LC_MESSAGES/. `make site` builds the English site at the root and, with
 # KIMIK3_SITE_LANG=<lang>, each translation under /<lang>/ from the same English pages and those catalogs
 # (a copy of locales/ in KIMIK3_LOCALES, so the .mo files Sphinx compiles stay out of the repository).
-LANGUAGES = translations.NAMES                  # English, then each translation, by its own name
+LANGUAGES = NAMES                  # English, then each translation, by its own name
 language = os.environ.get("KIMIK3_SITE_LANG") or "en"
 if language not in LANGUAGES:
     raise ValueError(f"KIMIK3_SITE_LANG={language!r}: the site's languages are {', '.join(LANGUAGES)}")

@@ -9,10 +9,8 @@ screenshots (one per page) and report.txt go (default $TMPDIR/kimik3-site-test);
 per page checked into the scratch folder's reports/, and the table at the end is assembled from them.
 """
 
-import importlib.util
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,17 +18,12 @@ from pathlib import Path
 import pytest
 import sitecheck
 
+from tools import repo_url
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("KIMIK3_SITE") or ROOT / "build" / "site")
-_spec = importlib.util.spec_from_file_location("repo_url", ROOT / "tools" / "repo_url.py")
-repo_url = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(repo_url)
 
-# The site's translations (tools/translations.py, which site/conf.py reads too): each under SITE/<lang>/.
-sys.path.insert(0, str(ROOT / "tools"))
-import translations  # noqa: E402
-
-LANGUAGES = translations.LANGUAGES
+# The site's translations (tools/translations, which site/conf.py reads too): each under SITE/<lang>/.
 
 
 def scratch_folder():

@@ -3,17 +3,13 @@ Colab badge served by the site, links resolved as in the repository. No browser,
 
 import ast
 import copy
-import importlib.util
 import json
 import re
 
 import pytest
 
 from conftest import ROOT, lessons, repo_url
-
-_spec = importlib.util.spec_from_file_location("site_pages", ROOT / "tools" / "site_pages.py")
-site_pages = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(site_pages)
+from tools import site_pages
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted([*ROOT.glob("kimik3_lessons/**/*.py"), *ROOT.glob("tools/*.py"),
+SOURCES = sorted([*ROOT.glob("kimik3_lessons/**/*.py"), *ROOT.glob("tools/**/*.py"),
                   *ROOT.glob("benchmarks/*.py")])
 PACKAGE_MODULES = {p.stem for p in ROOT.glob("kimik3_lessons/*.py")} | {"exercises", "kimik3_lessons"}
 LIBRARIES = {"torch", "triton", "tl", "np", "numpy", "fla", "nbformat", "matplotlib", "plt", "F", "nn"}

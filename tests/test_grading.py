@@ -21,10 +21,9 @@ import nbformat
 import pytest
 
 from kimik3_lessons import exercises, grading
+from tools import nbgrader_export
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import nbgrader_export  # noqa: E402
 
 # The shortest lesson with an exercise of each kind of answer (a helper-using solution, a one-liner):
 # Run All in about 5 s on a 2-core CPU (docs/notebook_times.json).

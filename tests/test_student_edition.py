@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import repo_url, student_edition
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import repo_url  # noqa: E402
-import student_edition  # noqa: E402
 
 NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
 CLASS_REPO = "class-org/ml-2027"
@@ -165,7 +164,7 @@ def test_the_course_runs_the_editions_own_make_test(edition):
     """`make test` in the course runs the teacher's tests, then the edition's `make test` in the edition; in
     the edition, `make test` is its unit tests and nbval over its notebooks (no solutions needed)."""
     course = make_dry_run(ROOT, "STAMP=")
-    assert "student_edition.py --teacher-tests" in course and "tools/student_edition.py" in course
+    assert "tools.student_edition --teacher-tests" in course and "-m tools.student_edition" in course
     assert re.search(r"make.* -C \S*student\S* test", course)
     own = make_dry_run(edition, "STAMP=", f"BIN={Path(sys.executable).parent}")
     assert re.search(r"pytest -q -n \d+ tests/", own) and "--nbval-lax" in own and "notebooks/" in own

@@ -4,12 +4,12 @@ table exactly what `make times` last measured (docs/notebook_times.json) for the
 the lecturer's parts: prerequisites, the setup class (the GPU lessons), grading (every exercise's points),
 and every class's minutes."""
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 from kimik3_lessons import exercises
+from tools import notebook_times as tools_notebook_times
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "teaching.md").read_text()
@@ -28,10 +28,7 @@ def sections():
 
 
 def notebook_times():
-    spec = importlib.util.spec_from_file_location("notebook_times", ROOT / "tools" / "notebook_times.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tools_notebook_times
 
 
 def test_one_section_per_notebook_in_course_order():
@@ -74,7 +71,7 @@ def test_run_time_table_is_what_make_times_measured():
     assert sorted(times["seconds"]) == NOTEBOOKS, "run `make times`: the notebooks changed since"
     assert all(seconds > 0 for seconds in times["seconds"].values())
     table = GUIDE.split(tool.START)[1].split(tool.END)[0]
-    assert table.strip() == tool.table(times).strip(), "run `make times` (or tools/notebook_times.py)"
+    assert table.strip() == tool.table(times).strip(), "run `make times` (or python -m tools.notebook_times)"
 
 
 def part(title):

@@ -1,4 +1,4 @@
-"""Export the course as an nbgrader course directory: `make nbgrader` (`python tools/nbgrader_export.py OUT`).
+"""Export the course as an nbgrader course directory: `make nbgrader` (`python -m tools.nbgrader_export OUT`).
 
 nbgrader (https://nbgrader.readthedocs.io) is the grading tool universities run with JupyterHub. The
 export writes, for every lesson, `OUT/source/<lesson>/<lesson>.ipynb`: the lesson's notebook (outputs and
@@ -31,9 +31,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tools import student_edition
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import student_edition  # noqa: E402
 
 STUB = 'raise NotImplementedError("your code here")'
 CHECK = re.compile(r'^lab\.exercise\("([\w.]+)",\s*(\w+)\)\s*$')

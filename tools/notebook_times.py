@@ -1,6 +1,6 @@
 """Measure how long each lesson takes to run, and write the table into the teaching guide.
 
-    python tools/notebook_times.py            # `make times`: run every notebook, update docs/teaching.md
+    python -m tools.notebook_times            # `make times`: run every notebook, update docs/teaching.md
 
 Each notebook runs top to bottom in a fresh kernel, one after another (nothing else should run on the
 machine meanwhile), as a student's Run All would: offline, figures to a scratch folder, outputs thrown

@@ -1,8 +1,8 @@
 """The GitHub repository the course points to: its Colab badges, its Colab install lines, its README,
 its website.
 
-    python tools/repo_url.py                    # print it and check every place agrees (exit 1 if not)
-    python tools/repo_url.py --set owner/name   # rewrite it everywhere (`make set-repo REPO=owner/name`)
+    python -m tools.repo_url                    # print it and check every place agrees (exit 1 if not)
+    python -m tools.repo_url --set owner/name   # rewrite it everywhere (`make set-repo REPO=owner/name`)
 
 A fork or a course copy lives at another `owner/name`; the notebooks' Colab badges
 (`colab.research.google.com/github/<owner>/<name>/blob/main/notebooks/NN_slug.ipynb`), their first

@@ -1,6 +1,6 @@
 """Write the course website's source pages: `make site` runs this, then Sphinx (config in site/).
 
-    python tools/site_pages.py OUT    # OUT: a scratch folder, emptied first (make site: build/site-work/src)
+    python -m tools.site_pages OUT    # OUT: a scratch folder, emptied first (make site: build/site-work/src)
 
 Nothing here is a hand copy: every page is made from the repository as committed.
 
@@ -25,13 +25,12 @@ import argparse
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
+
+from tools import repo_url  # the repository the course names
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import repo_url  # noqa: E402  (tools/repo_url.py: the repository the course names)
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -225,7 +224,7 @@ def static_widgets(nb, name):
 
 def lesson_markdown(source, rel, links):
     """Markdown of lesson `rel` ("notebooks/NN_slug.ipynb") as its page shows it: links resolved, the
-    Colab badge the site's copy and followed by a link to the notebook file. (tools/translations.py
+    Colab badge the site's copy and followed by a link to the notebook file. (tools/translations
     applies it to one paragraph at a time, to find that paragraph's message.)"""
     source = links.rewrite(source, rel, f"../{BADGE_FILE}")
     match = next((m for m in repo_url.BADGE.finditer(source) if m["path"] == rel), None)

@@ -1,4 +1,4 @@
-"""Build the student edition of the course: `make student` (or `python tools/student_edition.py [OUT]`).
+"""Build the student edition of the course: `make student` (or `python -m tools.student_edition [OUT]`).
 
 The edition is the course a teacher hands out: every lesson with its outputs and widget state cleared
 (the student runs it), every exercise a stub that raises NotImplementedError, and what stays with the
@@ -7,8 +7,8 @@ editions), together with the package, the figures, the Makefile and a README for
 its own: `make lab` opens it and `make test` passes in it (its unit tests, then every lesson run top to
 bottom; the exercises then say "not attempted yet"). Ready to zip or push to a class repository:
 
-    python tools/student_edition.py OUT --repo owner/name    # badges and install lines open owner/name
-    python tools/student_edition.py OUT --hints 0            # the checks show no hints (graded work)
+    python -m tools.student_edition OUT --repo owner/name    # badges and install lines open owner/name
+    python -m tools.student_edition OUT --hints 0            # the checks show no hints (graded work)
 
 Standard library only, so it runs before the environment exists.
 """
@@ -21,9 +21,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from tools import repo_url
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import repo_url  # noqa: E402
 
 # What a student gets, and what stays with the teacher.
 KEEP = ["kimik3_lessons", "notebooks", "figures", "tests", "benchmarks", "browser_tests", "tools", "docs",
@@ -35,7 +35,7 @@ TEACHER_TESTS = ["tests/test_exercises.py", "tests/test_teaching_guide.py", "tes
                  "tests/test_self_contained.py", "tests/test_translations.py"]
 LEAVE_OUT = ["solutions", "docs/teaching.md", "docs/notebook_times.json", "tools/student_edition.py",
              "tools/nbgrader_export.py", "tools/notebook_times.py", "tools/site_pages.py",
-             "tools/translations.py", *TEACHER_TESTS]
+             "tools/translations", *TEACHER_TESTS]
 EDITION_FILE = "kimik3_lessons/edition.py"          # HINTS = True / False: the checks' default
 STARS = {1: "★", 2: "★★", 3: "★★★"}
 
@@ -103,7 +103,7 @@ minutes on a 2-core machine, most of it the lessons). It passes on a fresh copy,
 """
 
 # The README's parts that depend on the edition's settings, each a whole sentence (a translated student
-# edition translates them, tools/translations.py: its catalog student/README).
+# edition translates them, tools/translations: its catalog student/README).
 PHRASES = {
     "wrong_hint": "❌ what differs (a shape, the first wrong row, a value) and a hint;",
     "wrong": "❌ what differs (a shape, the first wrong row, a value);",
@@ -184,8 +184,8 @@ def readme(out, notebooks, hints, lang=None):
     """The edition's README (in `lang`, through its catalog, when given)."""
     template, phrases = README, PHRASES
     if lang:
-        import translations
-        template, phrases = translations.student_readme(lang, README, PHRASES)
+        from tools.translations import editions
+        template, phrases = editions.student_readme(lang, README, PHRASES)
     exercises = exercise_list(out)
     counts = sorted({sum(lesson_of(e[0]) == p.name.split("_")[0] for e in exercises) for p in notebooks})
     times = json.loads((ROOT / "docs" / "notebook_times.json").read_text())
@@ -214,15 +214,15 @@ def set_hints(out, hints):
 
 
 def translate(out, lang):
-    """Put the lessons of the `lang` edition (tools/translations.py: the prose, the exercise texts
+    """Put the lessons of the `lang` edition (tools/translations: the prose, the exercise texts
     included, translated; code cells, hence the checks, the English ones) in place of `out`'s. Needs the
     docs extra (MyST's parser, Babel), unlike the rest of this file."""
     import tempfile
 
-    import translations
+    from tools.translations import editions
 
     with tempfile.TemporaryDirectory() as scratch:
-        for path in translations.write_edition(lang, out=Path(scratch), badge_dir="notebooks"):
+        for path in editions.write_edition(lang, out=Path(scratch), badge_dir="notebooks"):
             if path.suffix == ".ipynb":
                 shutil.copyfile(path, out / "notebooks" / path.name)
 
