@@ -170,6 +170,14 @@ lesson: $(DOCS_STAMP)
 	$(MAKE) notebooks NOTEBOOKS="$(NOTEBOOKS)"
 	$(TRANSLATIONS) lesson $(NOTEBOOKS)
 
+# CI's fast lane (.github/workflows/ci.yml, on every pull request, after `make lint`): every unit test of
+# tests/, the course's own (teacher) tests included, and no notebook; `make test` runs the same tests and
+# then every notebook. In the course it needs the docs extra (the translations' tests).
+.PHONY: test-unit
+test-unit: $(STAMP) $(if $(wildcard solutions),$(DOCS_STAMP))
+	rm -rf "$(SCRATCH)" && mkdir -p "$(SCRATCH)/figures"
+	$(TEST_ENV) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=15 tests/
+
 # Run every notebook once, timed, and write the table of docs/teaching.md (run it on an idle machine).
 times: $(STAMP)
 	$(BIN)/python -m tools.notebook_times
