@@ -17,7 +17,7 @@ from babel.messages.catalog import Catalog
 from tools import site_pages
 from tools.translations import LANGUAGES, editions
 from tools.translations.checks import problems_of
-from tools.translations.editions import STUDENT
+from tools.translations.editions import README, STUDENT
 from tools.translations.messages import ROOT, has_words, message_of, messages_of, parser, text_blocks
 from tools.translations.po import LOCALES, WIDTH, header, read_catalog, write_catalog
 
@@ -35,7 +35,7 @@ def templates(work=WORK):
     subprocess.run([sys.executable, "-m", "sphinx", "-b", "gettext", "-q", "-W", "--keep-going", "-c",
                     str(ROOT / "site"), "-d", str(work / "doctrees"), str(src), str(pot)],
                    check=True, cwd=ROOT)     # site/conf.py imports tools: the root on sys.path (-m)
-    for page, messages in ((STUDENT, student_messages()),):
+    for page, messages in ((STUDENT, student_messages()), (README, readme_messages())):
         catalog = Catalog(project="kimik3-lessons")
         for msgid in messages:
             catalog.add(msgid)

@@ -136,7 +136,7 @@ def readme_rest(readme=None):
 
 def edition_files(lang):
     """The files an edition has, relative to it (and so to the repository, whose layout it repeats)."""
-    return {"README.md"} | {f"notebooks/{path.name}" for path in site_pages.lessons(ROOT)}
+    return {"README.md", GUIDE} | {f"notebooks/{path.name}" for path in site_pages.lessons(ROOT)}
 
 
 def edition_link(lang, source):
@@ -150,6 +150,8 @@ def edition_link(lang, source):
             return repo_url.BADGE.sub(
                 lambda m: m[0].replace(f"/{m['path']}", f"/editions/{lang}/{m['path']}")
                 if m["path"].startswith("notebooks/") else m[0], target)
+        if PLACEHOLDER.fullmatch(target):
+            return target                           # the edition fills it (EDITION_NOTE's {glossary})
         path = target.partition("#")[0]
         resolved = (ROOT / source).parent.joinpath(path).resolve()
         inside = resolved.is_relative_to(ROOT) and resolved.relative_to(ROOT).as_posix() in own
@@ -186,7 +188,11 @@ def edition_readme(lang, links, locales=LOCALES):
                                                       for title in site_pages.RUNNING_SECTIONS)
     site = translate_file(site, lang, "README.md", ["index", "running"],
                           lambda content: links.rewrite(content, "README.md", site_pages.BADGE_FILE), locales)
-    text = site
+    intro, lessons = site.split("\n## ", 1)
+    note = translate_file(EDITION_NOTE, lang, "README.md", [README], lambda content: content, locales)
+    note = note.replace("{glossary}", f"../../docs/glossary.{lang}.md")
+    rest = translate_file(readme_rest(), lang, "README.md", [README], lambda content: content, locales)
+    text = f"{intro.rstrip()}\n\n{note.rstrip()}\n\n## {lessons.rstrip()}\n\n{rest}"
     text = MYST_THUMBNAIL.sub(r'<a href="\4"><img src="\2" alt="\1" width="\3"></a>', text)
     return languages_line(lang, "../../") + "\n" + text
 
@@ -221,7 +227,7 @@ def write_edition(lang, out=None, badge_dir=None, locales=LOCALES, notebooks=Non
             target = out / "notebooks" / path.name
             target.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
             written.append(target)
-        for rel, write in (("README.md", edition_readme),):
+        for rel, write in (("README.md", edition_readme), (GUIDE, edition_guide)):
             try:
                 text = write(lang, links, locales)
             except MissingTranslation as err:
