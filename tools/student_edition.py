@@ -171,13 +171,13 @@ def lesson_rows(notebooks, exercises, seconds, repo):
     return "\n".join(rows)
 
 
-def gpu_lessons(notebooks, both=PHRASES["and"]):
+def gpu_lessons(notebooks, both=PHRASES["and"], comma=", "):
     """The lessons with a `%%needs gpu` cell: '03, 05b, 06, 07a and 09b' (`both`: how the language joins
-    the last two)."""
+    the last two, `comma` the others)."""
     found = [p.name.split("_")[0] for p in notebooks
              if any("".join(c["source"]).startswith("%%needs gpu")
                     for c in json.loads(p.read_text())["cells"])]
-    return both.format(first=", ".join(found[:-1]), last=found[-1]) if len(found) > 1 else "".join(found)
+    return both.format(first=comma.join(found[:-1]), last=found[-1]) if len(found) > 1 else "".join(found)
 
 
 def readme(out, notebooks, hints, lang=None):
@@ -198,7 +198,7 @@ def readme(out, notebooks, hints, lang=None):
         exercise_count=len(exercises), lesson_rows=lesson_rows(notebooks, exercises, times["seconds"], repo),
         times_date=times["date"], lesson_count=len(notebooks),
         total_time=minutes(sum(times["seconds"].get(p.name, 0) for p in notebooks)),
-        install=install, gpu_lessons=gpu_lessons(notebooks, phrases["and"]),
+        install=install, gpu_lessons=gpu_lessons(notebooks, phrases["and"], phrases.get("comma", ", ")),
         wrong_line=phrases["wrong_hint" if hints else "wrong"],
         hints_note="" if hints else phrases["hints_off"],
         test_minutes=TEST_MINUTES)

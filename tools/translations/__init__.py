@@ -39,3 +39,5 @@ the docs extra (Sphinx, sphinx-intl, MyST's parser, Babel).
 # Every language of the course by its own name, English first; the translations are the others.
 NAMES = {"en": "English", "zh_CN": "中文", "de": "Deutsch"}
 LANGUAGES = [code for code in NAMES if code != "en"]
+# How each language separates the items of a list that a template joins (a lesson list: 03、05b 和 06).
+SERIES_COMMA = {"en": ", ", "zh_CN": "、", "de": ", "}

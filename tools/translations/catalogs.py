@@ -85,8 +85,7 @@ def update_catalogs(locales=LOCALES, work=WORK, quiet=False):
     """`make catalogs`: extract, then merge into every language's catalogs with sphinx-intl. A message with
     nothing to translate (an equation, a badge, a number) or printed by a lesson (printed()) gets its own
     text; entries of messages the English no longer has are dropped (a changed message keeps its old
-    translation only as sphinx-intl's fuzzy hint); Babel's python-format guesses (a "10 %" in the prose)
-    are dropped. Returns the templates (templates())."""
+    translation only as sphinx-intl's fuzzy hint). Returns the templates (templates())."""
     found = templates(work)
     languages = [arg for lang in LANGUAGES for arg in ("-l", lang)]
     subprocess.run([sys.executable, "-m", "sphinx_intl", "update", "-p", str(work / "pot"),
@@ -102,7 +101,6 @@ def update_catalogs(locales=LOCALES, work=WORK, quiet=False):
             catalog.obsolete.clear()
             header(catalog, lang)
             for message in catalog:
-                message.flags.discard("python-format")
                 if message.id and (message.id in as_they_are or not has_words(message.id)) and (
                         not message.string or message.fuzzy):
                     message.string = message.id

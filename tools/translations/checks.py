@@ -7,9 +7,11 @@ message's equations, code, link targets and placeholders, renders to the same ma
 language's conventions (CONVENTIONS).
 """
 
+import functools
 import re
 
-from tools.translations.messages import CODE, LINK_TARGET, MATH, PLACEHOLDER, markup, prose
+from tools import student_edition
+from tools.translations.messages import CODE, LINK_TARGET, MATH, PLACEHOLDER, emphasis, markup, prose
 from tools.translations.po import LOCALES, catalog_path, pages_of, read_catalog
 
 
@@ -38,7 +40,8 @@ def problems_of(lang, found, locales=LOCALES, only=None):
                 out.append(f"{where}: untranslated")
             else:
                 out += [f"{where}: {p}" for p in kept_verbatim(message.id, message.string)]
-                out += [f"{where}: {p}" for p in conventions(lang, message.string)]
+                if message.string != message.id:       # a message kept as it is (printed output) is not prose
+                    out += [f"{where}: {p}" for p in conventions(lang, message.string, message.id)]
         have = {m.id for m in catalog if m.id}
         out += [f"{lang}/{page}.po: {m[:70]!r}: missing (make catalogs)" for m in sorted(wanted - have)]
         if catalog.obsolete:
@@ -79,13 +82,89 @@ CONVENTIONS = {
         ("ASCII parentheses around Chinese text (write （）)", r"\([^()]*" + HAN + r"[^()]*\)"),
         ("no space between Chinese and a Latin word or number", HAN + r"[A-Za-z0-9]|[A-Za-z0-9]" + HAN),
     ],
-    "de": [("a thousands comma (a German reader reads 1,024 as a decimal: write 1024, 16\u202f384)",
-            r"(?<![\d.])\d{1,3}(?:,\d{3})+(?!\d)")],
+    "de": [],
 }
+# Terms each glossary settled against a misreading: (the rendering to write instead, where the old one is
+# found in a translation's prose).
+TERMS = {
+    "zh_CN": [
+        ("潜空间专家 / 潜空间 MoE: 潜在专家 reads first as \"potential experts\"",
+         r"潜在(?:专家|\s?MoE|混合专家)"),
+        ("tile（瓦片）: 分块 is a chunk", r"分块瓦片"),
+    ],
+    "de": [
+        ("abklingen / gedämpft: a state that zerfällt disintegrates",
+         r"\b(?:zerfall(?:en|ene[mnrs]?|end\w*|t)|zerfällt|zerfiel\w*)\b"),
+        ("Gated-Delta-Regel, as German ML writing and the source article say", r"gesteuerte\w* Delta-Regel"),
+        ("Gated MLA, the method's name", r"gegatete\w* MLA"),
+        ("Shared Experts: geteilte Experten reads as split experts", r"geteilte\w* Expert"),
+    ],
+}
+# Sentence punctuation and closing brackets: what a bold or italic span never starts with.
+LEADING_PUNCTUATION = "。，、；：！？.,;:!?）)」』】"
+# A number with commas between groups of three digits: in German prose a decimal (0,001), or the English
+# thousands separator copied (1,024), which a German reader reads as a decimal (German writes 1024, 16 384).
+GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
 
 
-def conventions(lang, msgstr):
-    """Where translation `msgstr` breaks its language's conventions (CONVENTIONS)."""
+# A number with a decimal point (not a version x.y.z, not the middle of one).
+DECIMAL_POINT = re.compile(r"(?<![\w.,/])(\d+\.\d+)(?!\d|\.\d)")
+# What a decimal point is right in, in German prose too: a version (named just before it), an arXiv number,
+# a paper's section, an exercise ("Übung 05a.1": exercise_ids()).
+SOFTWARE = ("Python|PyTorch|torch|Triton|triton|numpy|NumPy|CUDA|Sphinx|sphinx-intl|fla-core|transformers|"
+            "JupyterLab|nbgrader|nbval|ruff|pytest|Playwright|Debian|Ubuntu|MyST-NB|jieba")
+NOT_DECIMAL = re.compile(rf"(?:\b(?:{SOFTWARE})\s*\(?\s*(?:[≥≤<>=]+\s*)?"
+                         r"(?:[\d.]+\s*(?:,|und|bis|oder|/|–)\s*)*|\barXiv\s*|\bAbschnitt\s+)$")
+
+
+@functools.cache
+def exercise_ids():
+    """The ids of the course's exercises ("05a.1"), read from the exercise kit's source."""
+    return frozenset(e[0] for e in student_edition.exercise_list())
+
+
+def decimal_points(text):
+    """The numbers of German prose `text` written with a decimal point (German writes 2,8 Billionen):
+    every match of DECIMAL_POINT but a version, an arXiv number, a paper's section and an exercise id (not
+    one followed by a unit or a sign: "11.2%" is a share)."""
+    def exercise(m):
+        return m[1] in exercise_ids() and not re.match(r"\s?[%×]|[A-Za-z]", text[m.end():])
+    return [m for m in DECIMAL_POINT.finditer(text)
+            if not exercise(m) and not NOT_DECIMAL.search(text[:m.start()])]
+
+
+SENTENCE_LIMIT, DE_LIMIT = 150, 6      # a Chinese sentence: characters (a formula or code counts as one), 的
+
+
+def long_sentences(msgstr):
+    """The sentences of Chinese `msgstr` (ended by 。！？, or items of a list set apart by ·) that are too
+    long to read in one go: more than SENTENCE_LIMIT characters, each formula, piece of code and link
+    target counted as one, or DE_LIMIT 的 or more (a chain of attributes a reader must hold before the
+    noun)."""
+    text = LINK_TARGET.sub("]", CODE.sub("x", MATH.sub("x", msgstr)))
+    return [sentence.strip() for sentence in re.split(r"(?<=[。！？])| · ", text)
+            if len(sentence.strip()) > SENTENCE_LIMIT or sentence.count("的") >= DE_LIMIT]
+
+
+def conventions(lang, msgstr, msgid=""):
+    """Where translation `msgstr` (of English message `msgid`) breaks its language's conventions
+    (CONVENTIONS; in German, a decimal point, and a thousands comma the English has too)."""
     text = prose(msgstr)
-    return [f"{what}: {found[0]!r}" for what, pattern in CONVENTIONS.get(lang, [])
-            if (found := re.findall(pattern, text))]
+    found = [f"{what}: {hit[0]!r}" for what, pattern in CONVENTIONS.get(lang, [])
+             if (hit := re.findall(pattern, text))]
+    found += [f"write {instead}: {hit[0]!r}" for instead, pattern in TERMS.get(lang, [])
+              if (hit := re.findall(pattern, text))]
+    found += [f"a {kind} span that starts with punctuation (move it out, after the span before): {span!r}"
+              for kind, span in emphasis(msgstr) if span[:1] in LEADING_PUNCTUATION and span]
+    if lang == "zh_CN":
+        found += [f"a sentence of {len(sentence)} characters or with {sentence.count('的')} 的 (split it, "
+                  f"at most {SENTENCE_LIMIT} and fewer than {DE_LIMIT}): {sentence[:40]!r}"
+                  for sentence in long_sentences(msgstr)]
+    if lang == "de":
+        if points := decimal_points(text):
+            found.append(f"a decimal point in German prose (write a decimal comma: 2,8): {points[0][1]!r}")
+        english = set(GROUPED.findall(prose(msgid)))
+        if copied := [n for n in GROUPED.findall(text) if n in english]:
+            found.append("the English thousands comma (a German reader reads 1,024 as a decimal: write 1024, "
+                         f"16\u202f384): {copied[0]!r}")
+    return found

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from tools import repo_url, site_pages
-from tools.translations import LANGUAGES, NAMES
+from tools.translations import LANGUAGES, NAMES, SERIES_COMMA
 from tools.translations.messages import MATH, PLACEHOLDER, ROOT, has_words, message_of, translate_markdown
 from tools.translations.po import LOCALES, translations_of
 
@@ -75,7 +75,7 @@ def missing_error(lang, rel, missing):
 
 def student_readme(lang, template, phrases, locales=LOCALES):
     """The student edition's README template and phrases (student_edition.README, PHRASES) in `lang`,
-    their placeholders kept for the edition to fill."""
+    their placeholders kept for the edition to fill, and the language's series comma ("comma")."""
     missing = []
     translate = translator(translations_of(lang, [STUDENT], locales), lambda content: content, missing)
 
@@ -83,7 +83,8 @@ def student_readme(lang, template, phrases, locales=LOCALES):
         return None if PLACEHOLDER.fullmatch(content.strip()) else translate(content)
 
     template = translate_markdown(template, piece)
-    phrases = {key: translate_markdown(text, piece) for key, text in phrases.items()}
+    phrases = {key: translate_markdown(text, piece) for key, text in phrases.items()} | {
+        "comma": SERIES_COMMA[lang]}
     if missing:
         raise missing_error(lang, "the student edition's README", missing)
     return template, phrases

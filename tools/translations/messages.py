@@ -107,3 +107,20 @@ def markup(text):
     inline = ("image", "code_inline", "math_inline")
     return collections.Counter(t.type for t in inline_tokens(text)
                                if t.type.endswith("_open") or t.type in inline)
+
+
+def emphasis(text):
+    """[(kind, rendered text)] of every bold ("strong") and italic ("em") span markdown `text` renders to,
+    in order of their ends: what the reader sees emphasized, wherever the stars were put."""
+    out, open_spans = [], []
+    for token in inline_tokens(text):
+        if token.type in ("strong_open", "em_open"):
+            open_spans.append([token.type.removesuffix("_open"), ""])
+        elif token.type in ("strong_close", "em_close"):
+            kind, shown = open_spans.pop()
+            out.append((kind, shown))
+            if open_spans:
+                open_spans[-1][1] += shown
+        elif open_spans:
+            open_spans[-1][1] += token.content
+    return out

@@ -29,6 +29,10 @@ def read_catalog(path):
 
 
 def write_catalog(path, catalog):
+    """Write `catalog` to `path`, without Babel's python-format guesses (a "10 %" in the prose is not a
+    format string)."""
+    for message in catalog:
+        message.flags.discard("python-format")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
