@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import sitecheck
 
-from tools import repo_url
+from tools import repo_url, translations
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("KIMIK3_SITE") or ROOT / "build" / "site")
 
 # The site's translations (tools/translations, which site/conf.py reads too): each under SITE/<lang>/.
+LANGUAGES = translations.LANGUAGES
 
 
 def scratch_folder():
