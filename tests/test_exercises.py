@@ -192,10 +192,12 @@ def test_no_import_cycle_between_the_kit_and_lab():
     from pathlib import Path
     lab = Path(exercises.__file__).parents[1] / "lab.py"
     top = [node for node in ast.parse(lab.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    names = [a.name for n in top for a in n.names] + [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+    names = [a.name for n in top for a in n.names]
+    names += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if "exercises" in n], names
     for first in ("kimik3_lessons.exercises", "kimik3_lessons.lab"):
-        code = f"import {first}; from kimik3_lessons import lab, exercises; print(exercises.run('02.2').status)"
+        code = (f"import {first}; from kimik3_lessons import lab, exercises; "
+                f"print(exercises.run('02.2').status)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0 and done.stdout.split()[-1] == "todo", done.stderr[-2000:]
 

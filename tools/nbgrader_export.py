@@ -32,6 +32,7 @@ import argparse
 import ast
 import json
 import re
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -257,6 +258,44 @@ def export(out, lessons=None, hints=False, root=ROOT, course=None, repo=None, lo
     return totals
 
 
+# What marks a folder as the lecturer's: an nbgrader course (its configuration, gradebook, released,
+# submitted, autograded work, feedback, exchange) or a git repository. `make clean` keeps every such folder.
+LECTURERS = ("nbgrader_config.py", "gradebook.db", "release", "submitted", "autograded", "feedback",
+             "exchange", ".git")
+
+
+def clean(build, log=print):
+    """Remove what the Makefile built under `build`, but never a folder that holds an nbgrader course or a
+    git repository (nor a folder above one): those are kept, and named. Returns the folders kept."""
+    build = Path(build)
+    kept = []
+
+    def lecturers(folder):
+        return any((folder / mark).exists() for mark in LECTURERS)
+
+    def sweep(folder):
+        if lecturers(folder):
+            kept.append(folder)
+            return
+        for child in sorted(folder.iterdir()):
+            if child.is_dir() and not child.is_symlink() and (lecturers(child) or any(
+                    lecturers(d) for d in child.rglob("*") if d.is_dir() and not d.is_symlink())):
+                sweep(child)
+            elif child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        if folder != build and not any(folder.iterdir()):
+            folder.rmdir()
+
+    if build.is_dir():
+        sweep(build)
+    for folder in kept:
+        log(f"kept {folder}: it holds an nbgrader course or a git repository (remove it yourself if you mean "
+            f"to)")
+    return kept
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", nargs="?", default=str(ROOT / "build" / "nbgrader"))
@@ -265,7 +304,12 @@ def main(argv=None):
                         help="1: the graded checks show their hints (default 0: graded work, no hints)")
     parser.add_argument("--course", help=f"the course id of a new configuration (default {COURSE})")
     parser.add_argument("--repo", metavar="OWNER/NAME", help="the class repository the badges open")
+    parser.add_argument("--clean", metavar="BUILD", help="empty BUILD but for its nbgrader courses and git "
+                                                         "repositories (`make clean`), and exit")
     args = parser.parse_args(argv)
+    if args.clean:
+        clean(args.clean)
+        return 0
     try:
         totals = export(args.out, args.lessons, hints=args.hints == "1", course=args.course, repo=args.repo)
     except ValueError as err:

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TIMEOUT = 300                       # seconds one exercise's check may take, the student's function included
-WATCHED = ("kimik3_lessons", "torch", "numpy", "triton", "builtins", "math", "random", "inspect", "traceback",
+# Triton is not watched: its interpreter rebinds its own language functions while a kernel runs.
+WATCHED = ("kimik3_lessons", "torch", "numpy", "builtins", "math", "random", "inspect", "traceback",
            "sys", "os", "functools", "contextlib", "contextvars", "dataclasses", "collections", "zlib",
            "operator", "threading", "copy", "itertools")
 
@@ -123,7 +124,7 @@ def _reaching(text):
         if isinstance(node, ast.Attribute):
             attr = node.attr
             if (attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS) or \
-                    attr in FRAME_ATTRIBUTES:
+                    attr in FRAME_ATTRIBUTES or attr in BLOCKED_MODULES or attr == "ctypeslib":
                 return f"`.{attr}`"
     return None
 
@@ -227,10 +228,10 @@ class Guard:
             now = vars(module)
             found += [f"{name}.{key}" for key, value in before.items()
                       if key not in now or now[key] is not value]
-        for cls, before in self.classes.items():
+        for cls, before in self.classes.items():            # a class's new attribute shadows its base's
             now = vars(cls)
-            found += [f"{cls.__module__}.{cls.__qualname__}.{key}" for key, value in before.items()
-                      if key not in now or now[key] is not value]
+            found += [f"{cls.__module__}.{cls.__qualname__}.{key}" for key in before.keys() | now.keys()
+                      if key not in now or key not in before or now[key] is not before[key]]
         hooks = (sys.getprofile(), sys.gettrace(), tuple(sys.meta_path), tuple(sys.path_hooks))
         if hooks != self.hooks:
             found.append("the profile, trace or import hooks")
@@ -284,7 +285,7 @@ def _one(exercise_id, source, connection):
                 result = {"status": verdict.status, "line": verdict.line, "score": verdict.score,
                           "parts": verdict.parts}
         changed = guard.changes()
-        if changed:
+        if changed and "refused" not in result["line"]:
             more = " and more" if len(changed) > 3 else ""
             result = _failed(head, f"refused: your code changes {', '.join(changed[:3])}{more} (the checker, "
                                    f"the package, torch or Python itself), which a function of yours has no "
