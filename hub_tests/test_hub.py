@@ -16,6 +16,7 @@ import http.cookiejar
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -45,6 +46,12 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def children_cpu():
+    """CPU seconds (user and system) of this process's finished children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def run(*command, cwd, env):
@@ -91,12 +98,14 @@ def hub():
     nbgrader_export.export(course, lessons=[LESSON], course=COURSE, log=lambda *_: None)
     config = course / "nbgrader_config.py"
     config.write_text(config.read_text() + f"\nc.Exchange.root = {str(exchange)!r}\n")
-    # Every student's nbgrader finds the exchange and the course in ~/.jupyter/nbgrader_config.py.
+    # Every student's nbgrader finds the exchange and the course in ~/.jupyter/nbgrader_config.py, and, as
+    # every server here runs as the same Unix user, the student's id (nbgrader takes the Unix user's name,
+    # or JUPYTERHUB_USER in a container whose user is jovyan).
     for student in STUDENTS:
         (homes / student / ".jupyter").mkdir(parents=True)
         (homes / student / ".jupyter" / "nbgrader_config.py").write_text(
             f"c = get_config()  # noqa: F821\nc.Exchange.root = {str(exchange)!r}\n"
-            f"c.CourseDirectory.course_id = {COURSE!r}\n")
+            f"c.CourseDirectory.course_id = {COURSE!r}\nc.CourseDirectory.student_id = {student!r}\n")
     port, hub_port, api_port = free_port(), free_port(), free_port()
     (scratch / "jupyterhub_config.py").write_text(f"""
 c = get_config()  # noqa: F821
@@ -213,9 +222,10 @@ def test_the_nbgrader_round_trip_on_a_jupyterhub(hub):
         assert submitted["success"], submitted
     run(str(BIN / "nbgrader"), "collect", ASSIGNMENT, cwd=course, env=env)
     assert sorted(p.name for p in (course / "submitted").iterdir()) == sorted(STUDENTS)
-    graded = time.perf_counter()
+    graded, cpu = time.perf_counter(), children_cpu()
     run(str(BIN / "nbgrader"), "autograde", ASSIGNMENT, "--force", cwd=course, env=env)
     per_notebook = (time.perf_counter() - graded) / len(STUDENTS)
+    cpu_per_notebook = (children_cpu() - cpu) / len(STUDENTS)
     run(str(BIN / "nbgrader"), "generate_feedback", ASSIGNMENT, "--force", cwd=course, env=env)
     run(str(BIN / "nbgrader"), "release_feedback", ASSIGNMENT, cwd=course, env=env)
     for student, browser in browsers.items():
@@ -234,4 +244,5 @@ def test_the_nbgrader_round_trip_on_a_jupyterhub(hub):
     assert scores["alice"]["written_09a"][1], "alice's written answer waits for the grader"
     assert {n: s for n, (s, _) in scores["bob"].items()} == \
         {"check_09a_1": 0, "check_09a_2": 0, "written_09a": 0}, scores
-    print(f"hub round trip: {time.perf_counter() - started:.0f} s; autograde {per_notebook:.1f} s a notebook")
+    print(f"hub round trip: {time.perf_counter() - started:.0f} s; autograde {per_notebook:.1f} s a notebook "
+          f"({cpu_per_notebook:.1f} s of CPU; load average {os.getloadavg()[0]:.1f})")

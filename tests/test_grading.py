@@ -20,6 +20,7 @@ import csv
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -140,10 +141,13 @@ def course(tmp_path_factory):
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         (folder / NOTEBOOK.name).write_text(json.dumps(nb, indent=1))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     nbgrader(course, "autograde", ASSIGNMENT, "--force")
     seconds = (time.perf_counter() - started) / len(submissions)
-    print(f"nbgrader autograde: {seconds:.1f} s per notebook ({len(submissions)} notebooks, lesson {LESSON})")
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime) / len(submissions)
+    print(f"nbgrader autograde: {seconds:.1f} s a notebook, {cpu:.1f} s of CPU ({len(submissions)} "
+          f"notebooks, lesson {LESSON}, load average {os.getloadavg()[0]:.1f})")
     full = {i: exercises.get(i).difficulty for i in ids}
     expected = {"sol": full, "mixed": {i: (0 if n % 2 == 0 else full[i]) for n, i in enumerate(ids)},
                 "cheat": {i: 0 for i in ids}, "half": {**full, ids[0]: full[ids[0]] / 2}}

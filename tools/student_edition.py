@@ -110,8 +110,8 @@ lesson showed. Write your answer in the cell under it; your teacher grades it by
 
 ## Handing in your work
 
-Hand in each lesson's notebook, saved with your answers in it (**File > Save**; on Colab **File > Download
-> Download .ipynb**), as your teacher says. On a JupyterHub with nbgrader, the lesson is in the
+Hand in each lesson's notebook, saved with your answers in it (**File > Save**; on Colab
+**File > Download > Download .ipynb**), as your teacher says. On a JupyterHub with nbgrader, the lesson is in the
 **Assignments** tab: **Fetch** it, work in it, then **Submit** it (you may submit again until the
 deadline: the last one counts). Your functions are graded each on its own, in a fresh Python, with the
 course's checks: only what the function itself does counts, so keep every helper it needs in a cell of its

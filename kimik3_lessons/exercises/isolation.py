@@ -195,15 +195,21 @@ def function_source(cells, name):
 
 
 class Guard:
-    """What the checks stand on, recorded before the student's code runs: every attribute of the watched
-    modules and of the package's and torch's classes, the profile and trace hooks, the threads, torch's
-    global settings. `changes()` names what differs now."""
+    """What the checks stand on, recorded before the student's code runs: every attribute of the package's
+    modules and classes, the public attributes of the public modules of torch, numpy and the standard
+    library the checks use (their private state changes as they run: caches, registries), every attribute of
+    torch's tensor and module classes, the profile and trace hooks, the threads, torch's global settings.
+    `changes()` names what differs now."""
 
     def __init__(self):
         import torch
         self.torch = torch
-        self.modules = {name: (module, dict(vars(module))) for name, module in list(sys.modules.items())
-                        if module is not None and name.split(".")[0] in WATCHED}
+        self.modules = {name: (module, {key: value for key, value in vars(module).items()
+                                        if own or not key.startswith("_")})
+                        for name, module in list(sys.modules.items())
+                        for own in [name.split(".")[0] == "kimik3_lessons"]
+                        if module is not None and name.split(".")[0] in WATCHED
+                        and (own or not any(part.startswith("_") for part in name.split(".")))}
         classes = {torch.Tensor, torch._C.TensorBase, torch.nn.Module, torch.nn.Parameter,
                    torch.autograd.Function}
         for name, (_, namespace) in self.modules.items():
@@ -345,6 +351,8 @@ def worker_main():
     "results": {id: {"status", "line", "score"}}})."""
     request = json.loads(sys.stdin.read())
     os.environ["KIMIK3_HINTS"] = "0"
+    import torch._dynamo  # noqa: F401 (imported on first use, it rewraps torch.manual_seed: before the guard)
+
     import kimik3_lessons
 
     todo = [(e["id"], Source(e["name"], tuple(tuple(s) for s in e["statements"]), e["problem"]))
