@@ -111,8 +111,8 @@ lesson showed. Write your answer in the cell under it; your teacher grades it by
 ## Handing in your work
 
 Hand in each lesson's notebook, saved with your answers in it (**File > Save**; on Colab
-**File > Download > Download .ipynb**), as your teacher says. On a JupyterHub with nbgrader, the lesson is in the
-**Assignments** tab: **Fetch** it, work in it, then **Submit** it (you may submit again until the
+**File > Download > Download .ipynb**), as your teacher says. On a JupyterHub with nbgrader, the lesson
+is in the **Assignments** tab: **Fetch** it, work in it, then **Submit** it (you may submit again until the
 deadline: the last one counts). Your functions are graded each on its own, in a fresh Python, with the
 course's checks: only what the function itself does counts, so keep every helper it needs in a cell of its
 own (a `def` or `import` at the top level of a cell, not inside a loop), and leave out what could reach
@@ -283,7 +283,7 @@ def insert_question(nb, cells):
 # The paragraph on the check cells that promises hints, and the listing of an exercise's answer that a
 # lesson prints after the exercise's check: what a graded edition leaves out (found in the English lesson,
 # by cell id, so that a translated lesson loses the same cells).
-HINT_PROMISE = "❌ with what differs and a hint"
+HINT_PROMISE = ("❌ with what differs and a hint", "❌ (what differs, and a hint)")
 MODULES_VERSION = "**The module's version.**"
 
 
@@ -299,8 +299,8 @@ def graded_changes(english):
             if i + 1 < len(cells) and cells[i + 1]["cell_type"] == "code" and \
                     "getsource" in "".join(cells[i + 1]["source"]):
                 drop.add(cells[i + 1].get("id"))
-        elif cell["cell_type"] == "markdown" and HINT_PROMISE in text:
-            promise[cell.get("id")] = next(p for p in text.split("\n\n") if HINT_PROMISE in p)
+        elif cell["cell_type"] == "markdown" and any(mark in text for mark in HINT_PROMISE):
+            promise[cell.get("id")] = next(p for p in text.split("\n\n") if any(m in p for m in HINT_PROMISE))
     return drop, promise
 
 
