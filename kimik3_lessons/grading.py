@@ -31,9 +31,13 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
+# Python 3.11's parser can fail ("AST constructor recursion depth mismatch") when two threads parse at
+# once: the notebooks are taken apart one at a time, and checked in parallel.
+_PARSING = threading.Lock()
 CHECK = re.compile(r'(?:lab\.exercise|exercises\.run)\("([\w.]+)",\s*(\w+)')
 LESSON = re.compile(r"^(\d\d[a-z]?)_")
 
@@ -98,7 +102,9 @@ def grade_notebook(path, timeout=None):
     lesson = lesson_of_notebook(path, nb)
     if lesson is None or not lesson_exercises(lesson):
         return {"lesson": None, "results": {}, "written": None, "seconds": 0.0, "problem": ""}
-    results = isolation.check(exercise_sources(nb, lesson), timeout=timeout or isolation.TIMEOUT)
+    with _PARSING:
+        sources = exercise_sources(nb, lesson)
+    results = isolation.check(sources, timeout=timeout or isolation.TIMEOUT)
     return {"lesson": lesson, "results": results, "written": written_answer(nb, lesson),
             "seconds": round(time.perf_counter() - started, 1), "problem": ""}
 

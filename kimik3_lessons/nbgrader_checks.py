@@ -10,13 +10,12 @@ so a timeout or a crash costs only that exercise. Written answers (manually grad
 grader. Needs nbgrader (it subclasses its preprocessor); imported by nbgrader from the configuration.
 """
 
-import os
-
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
 
 from kimik3_lessons.exercises import get, isolation
+from kimik3_lessons.grading import cores
 
 
 class IsolatedChecks(NbGraderPreprocessor):
@@ -35,9 +34,8 @@ class IsolatedChecks(NbGraderPreprocessor):
                 graded[exercise.id] = (cell, isolation.function_source(code, exercise.name))
             if cell.cell_type == "code":
                 code.append(cell.source)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         results = isolation.check({i: source for i, (_, source) in graded.items()}, timeout=self.timeout,
-                                  workers=self.workers or cores)
+                                  workers=self.workers or cores())
         for exercise_id, (cell, _) in graded.items():
             result = results[exercise_id]
             points = round(float(cell.metadata.nbgrader["points"]) * result["score"], 2)

@@ -7,7 +7,7 @@ import zlib
 
 import torch
 
-from kimik3_lessons.exercises.calling import FORBIDDEN
+from kimik3_lessons.exercises.calling import FORBIDDEN, _short
 from kimik3_lessons.exercises.registry import forbidden, get
 from kimik3_lessons.exercises.solutions import load_solution
 from kimik3_lessons.exercises.verdict import NotAttempted, Refused, Result, Wrong, hints_on, scoring
@@ -30,11 +30,6 @@ def seeded(seed):
             yield
         finally:
             random.setstate(state)
-
-
-def _short(err, limit=300):
-    text = " ".join(str(err).split())
-    return text if len(text) <= limit else text[:limit] + " …"
 
 
 def points(ex, score):
