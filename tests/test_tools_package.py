@@ -80,7 +80,8 @@ def test_the_tools_import_each_other_without_a_cycle():
 def test_nothing_puts_tools_on_sys_path_or_loads_it_by_path():
     edits = re.compile(r"sys\.path\.(insert|append)\([^\n]*tools|spec_from_file_location\([^\n]*tools")
     found = [f"{path.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}"
-             for folder in ("tools", "tests", "site", "site_tests", "browser_tests", "benchmarks")
+             for folder in ("tools", "tests", "hub_tests", "site", "site_tests", "browser_tests",
+                            "benchmarks")
              for path in sorted((ROOT / folder).rglob("*.py")) if path != Path(__file__)
              for text in [path.read_text()] for m in edits.finditer(text)]
     found += [f"{p.relative_to(ROOT)}:{node.lineno}: sys.path" for p in sorted(TOOLS.rglob("*.py"))
