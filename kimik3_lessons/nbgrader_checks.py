@@ -2,7 +2,7 @@
 
 nbgrader's own autograde runs the whole submitted notebook in one kernel and reads the graded cells'
 outputs: a cell the student wrote before a check can change what the check says. `make nbgrader` writes a
-configuration whose autograde runs `IsolatedChecks` in place of nbgrader's `Execute`: for every graded
+configuration whose autograde runs `IsolatedChecks` in place of nbgrader's Execute: for every graded
 check cell (grade id `check_<exercise>`), the student's function is taken out of the notebook and checked
 alone in a fresh process, hints off, and the cell's outputs become the verdict line and the points earned
 (nbgrader reads a number printed as the cell's result as partial credit). Nothing else of the notebook runs,

@@ -21,7 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("kimik3_lessons/**/*.py"), *ROOT.glob("tools/**/*.py"),
                   *ROOT.glob("benchmarks/*.py")])
-PACKAGE_MODULES = {p.stem for p in ROOT.glob("kimik3_lessons/*.py")} | {"exercises", "kimik3_lessons"}
+# The exercise kit's modules, named alone in its docstrings (`registry`, `runner`): {name: module}.
+KIT_MODULES = {p.stem: f"kimik3_lessons.exercises.{p.stem}"
+               for p in ROOT.glob("kimik3_lessons/exercises/*.py") if p.stem != "__init__"}
+PACKAGE_MODULES = ({p.stem for p in ROOT.glob("kimik3_lessons/*.py")} | set(KIT_MODULES)
+                   | {"exercises", "kimik3_lessons"})
 LIBRARIES = {"torch", "triton", "tl", "np", "numpy", "fla", "nbformat", "matplotlib", "plt", "F", "nn"}
 NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 MATH = re.compile(r"[A-Za-z]{1,2}_[A-Za-z0-9]{1,2}")   # a subscripted symbol: `w_l`, `b_0`, `G_C`
@@ -110,7 +114,8 @@ def resolve(dotted):
     head, *rest = dotted.split(".")
     aliases = {"tl": "triton.language", "np": "numpy", "plt": "matplotlib.pyplot", "F": "torch.nn.functional",
                "nn": "torch.nn", "exercises": "kimik3_lessons.exercises", "kimik3_lessons": "kimik3_lessons"}
-    module_name = aliases.get(head, f"kimik3_lessons.{head}" if head in PACKAGE_MODULES else head)
+    module_name = aliases.get(head) or KIT_MODULES.get(head) or (
+        f"kimik3_lessons.{head}" if head in PACKAGE_MODULES else head)
     obj = importlib.import_module(module_name)
     for i, part in enumerate(rest):
         if not hasattr(obj, part):

@@ -459,4 +459,4 @@ def test_make_clean_keeps_the_nbgrader_course_and_git_repositories(tmp_path):
     assert sorted(p.relative_to(build).as_posix() for p in kept) == ["deep/courses/ml", "nbgrader", "student"]
     assert (build / "nbgrader" / "gradebook.db").exists() and not (build / "site").exists()
     make = subprocess.run(["make", "-n", "clean"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert "nbgrader_export.py --clean build" in make.stdout and "rm -rf build" not in make.stdout
+    assert "-m tools.nbgrader_export --clean build" in make.stdout and "rm -rf build" not in make.stdout

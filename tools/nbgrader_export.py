@@ -14,7 +14,7 @@ widget state cleared, badges and install lines opening the class's repository wi
 - nothing gives an answer away: no hint, no listing of the module's version of an exercise's function, no
   word of the solutions (as in a graded student edition, tools/student_edition.py);
 
-and `OUT/nbgrader_config.py`, unless one is there (yours is kept, course id and all): the course id
+and OUT/nbgrader_config.py, unless one is there (yours is kept, course id and all): the course id
 (`--course`), the stubs, the exchange and, for autograde, `kimik3_lessons.nbgrader_checks.IsolatedChecks` in
 place of nbgrader's Execute: every exercise checked apart from the notebook, in a fresh process. Then, in
 OUT:

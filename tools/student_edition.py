@@ -250,8 +250,8 @@ WRITTEN = re.compile(r"^(\*\*Written question \((\d) points?, graded by hand\)\.
 
 def question_cells(lesson, question, answer, nbgrader=None):
     """The written question's two cells: the question, and the cell the student answers in (metadata
-    `kimik3.written`, which the graders read). `nbgrader`: (points, rubric) for nbgrader's manually graded
-    answer cell, which holds the rubric until `generate_assignment` puts the text stub in its place."""
+    kimik3.written, which the graders read). `nbgrader`: (points, rubric) for nbgrader's manually graded
+    answer cell, which holds the rubric until nbgrader generate_assignment puts the text stub in its place."""
     ask = {"cell_type": "markdown", "id": f"written-question-{lesson}", "source": question,
            "metadata": {"kimik3": {"question": lesson}}}
     reply = {"cell_type": "markdown", "id": f"written-answer-{lesson}", "source": answer,
