@@ -107,11 +107,13 @@ $(DOCS_STAMP): $(STAMP)
 
 site: $(DOCS_STAMP)
 	$(BIN)/python tools/site_pages.py $(SITE_WORK)/src
-	rm -rf $(SITE_WORK)/locales && cp -r locales $(SITE_WORK)/locales
+	rm -rf $(SITE_WORK)/locales $(SITE_WORK)/site-locales && cp -r locales $(SITE_WORK)/locales
+	cp -r site/locales $(SITE_WORK)/site-locales
 	$(BIN)/sphinx-build -b html -W --keep-going -q -c site -d $(SITE_WORK)/doctrees $(SITE_WORK)/src \
 		$(SITE_WORK)/html
 	for lang in $(LANGUAGES); do \
-		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales $(BIN)/sphinx-build -b html -W \
+		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales \
+			KIMIK3_SITE_LOCALES=$(CURDIR)/$(SITE_WORK)/site-locales $(BIN)/sphinx-build -b html -W \
 			--keep-going -q -c site -d $(SITE_WORK)/doctrees-$$lang $(SITE_WORK)/src $(SITE_WORK)/html/$$lang \
 			|| exit 1; \
 	done
