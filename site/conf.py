@@ -58,8 +58,7 @@ html_theme_options = {
     # ones the theme's script binds (the first in the page), not the visible ones of the article's header.
     "navbar_persistent": [],
     "show_toc_level": 2,
-    # the landing page's lesson table takes the width of the page's own table of contents
-    "secondary_sidebar_items": {"**": ["page-toc"], "index": []},
+    "secondary_sidebar_items": ["page-toc"],   # every page, the landing page too: its contents button works
 }
 # The theme's colour mode (light, dark or the reader's system setting); left empty, its script logs an error.
 html_context = {"default_mode": "auto"}

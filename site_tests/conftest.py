@@ -28,6 +28,8 @@ _spec.loader.exec_module(repo_url)
 
 # The site's translations (tools/translations.py, which site/conf.py reads too): each under SITE/<lang>/.
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "site"))       # site/kimik3_site.py, the site's own Sphinx extension
+import site_pages  # noqa: E402, F401  (tools/site_pages.py: the pages, the course as the guide plans it)
 import translations  # noqa: E402
 
 LANGUAGES = translations.LANGUAGES

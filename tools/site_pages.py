@@ -271,7 +271,7 @@ def widget_caption(controls, sentence):
     defaults = ", ".join(f"`{name.strip() or 'value'}` = {value}" for _, name, value in controls)
     shows = sentence or f"Moving the {kind} redraws this figure for the values chosen."
     return (f"*Interactive figure, drawn here at its defaults ({defaults}).* {shows} To move {them}, "
-            f"run this lesson: on Colab (the badge at the top) or in JupyterLab "
+            f"run this lesson: on Colab (the button at the top) or in JupyterLab "
             f"([how to run the course](../running.md)).")
 
 
@@ -356,34 +356,75 @@ def source_lines(printed):
     return 0
 
 
+TABLE_ROW = re.compile(r"^\|.*\|\s*$")
+TABLE_RULE = re.compile(r"^\|(?:\s*:?-{3,}:?\s*\|)+\s*$")
+
+
+def printed_tables(text):
+    """`text` a cell printed, cut into [(kind, text)]: "table" for every markdown table in it (a header row,
+    a rule |---|, rows), "text" for the rest, in order."""
+    lines, out, i = text.split("\n"), [], 0
+    rest = []
+    while i < len(lines):
+        if TABLE_ROW.match(lines[i]) and i + 1 < len(lines) and TABLE_RULE.match(lines[i + 1]):
+            end = i + 2
+            while end < len(lines) and TABLE_ROW.match(lines[end]):
+                end += 1
+            if rest:
+                out.append(("text", "\n".join(rest)))
+                rest = []
+            out.append(("table", "\n".join(lines[i:end]) + "\n"))
+            i = end
+        else:
+            rest.append(lines[i])
+            i += 1
+    if rest and "\n".join(rest).strip():
+        out.append(("text", "\n".join(rest)))
+    return out
+
+
+def _markdown(text):
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": text}}
+
+
+def _python_block(code):
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", code)), default=0))
+    return _markdown(f"{fence}python\n{code}\n{fence}\n")
+
+
 def present_cell(cell):
-    """Set how the page shows code cell `cell` (a cell of the site's copy): what a cell printed of its
-    source code (inspect.getsource) becomes a Python code block, highlighted and with a copy button, the
-    rest of what it printed coloured as a diff when it marks lines with + and -; longer than FOLD_LINES
-    lines, it is folded. The code of a cell of FOLD_ASSERTS asserts or more is folded. `kimik3.fold` in
-    the cell's metadata is read by site/kimik3_site.py, `mystnb.text_lexer` by MyST-NB."""
+    """Set how the page shows code cell `cell` (a cell of the site's copy). A markdown table it printed
+    becomes a markdown output (a table on the page). What it printed of its source code
+    (inspect.getsource) becomes a Python code block, highlighted and with a copy button; the rest of what
+    it printed is coloured as a diff when it marks lines with + and -, and folded when longer than
+    FOLD_LINES lines. The code of a cell of FOLD_ASSERTS asserts or more is folded. `kimik3.fold` in the
+    cell's metadata is read by site/kimik3_site.py, `mystnb.text_lexer` by MyST-NB."""
     meta = cell.setdefault("metadata", {})
-    streams = [out for out in cell.get("outputs", []) if out.get("output_type") == "stream"]
-    printed = "".join("".join(out["text"]) for out in streams)
-    if PRINTS_SOURCE.search(cell["source"]) and printed and len(streams) == 1:
-        lines = printed.split("\n")
-        n = source_lines(printed)
-        rest = "\n".join(lines[n:]).lstrip("\n")
-        parts = []
-        if n:
-            code = textwrap.dedent("\n".join(lines[:n])).rstrip()
-            fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", code)), default=0))
-            parts.append({"output_type": "display_data", "metadata": {},
-                          "data": {"text/markdown": f"{fence}python\n{code}\n{fence}\n"}})
-        if rest.strip():
-            parts.append(dict(streams[0], text=rest))
-        at = cell["outputs"].index(streams[0])
-        cell["outputs"][at:at + 1] = parts
-        diff = len(DIFF_LINE.findall(rest)) >= 3
-        if diff:
-            meta.setdefault("mystnb", {})["text_lexer"] = "diff"
-        if printed.count("\n") > FOLD_LINES:
-            meta["kimik3"] = {"fold": "output", "lines": printed.count("\n"), "diff": diff}
+    prints_source = PRINTS_SOURCE.search(cell["source"]) is not None
+    outputs, printed, diff = [], "", False
+    for out in cell.get("outputs", []):
+        if out.get("output_type") != "stream":
+            outputs.append(out)
+            continue
+        text = "".join(out["text"])
+        printed += text
+        if prints_source and not outputs:           # the source a cell prints comes first
+            lines = text.split("\n")
+            n = source_lines(text)
+            if n:
+                outputs.append(_python_block(textwrap.dedent("\n".join(lines[:n])).rstrip()))
+                text = "\n".join(lines[n:]).lstrip("\n")
+        for kind, part in printed_tables(text):
+            if kind == "table":
+                outputs.append(_markdown(part))
+            elif part.strip():
+                outputs.append(dict(out, text=part))
+                diff = diff or len(DIFF_LINE.findall(part)) >= 3
+    cell["outputs"] = outputs
+    if prints_source and diff:
+        meta.setdefault("mystnb", {})["text_lexer"] = "diff"
+    if prints_source and printed.count("\n") > FOLD_LINES:
+        meta["kimik3"] = {"fold": "output", "lines": printed.count("\n"), "diff": diff}
     asserts = len(ASSERT.findall(cell["source"]))
     if asserts >= FOLD_ASSERTS:
         meta["kimik3"] = {"fold": "source", "asserts": asserts}
