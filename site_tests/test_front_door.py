@@ -56,7 +56,7 @@ def landing_problems(html, prefix=""):
             if want not in hrefs:
                 out.append(f"the start-here box does not link to {want}")
     headings = [h.get("id") or h.parent.get("id") for h in article.find_all("h2")]
-    cards = article.select(".lesson-table tbody tr")
+    cards = article.select("section#lessons table tbody tr")
     run = next((h for h in article.find_all("h2") if (h.parent.get("id") or "").startswith("how-to-run")),
                None)
     if run is None:

@@ -506,8 +506,7 @@ def index_page(readme, links, notebooks):
     for marker in (INTRODUCTION, LESSONS):
         if page.count(marker) != 1:
             raise SystemExit(f"site/index.md: the marker {marker} must be there once")
-    page = page.replace(INTRODUCTION, intro.strip()).replace(
-        LESSONS, f"## Lessons\n\n::::{{container}} lesson-table\n{table.strip()}\n::::")
+    page = page.replace(INTRODUCTION, intro.strip()).replace(LESSONS, f"## Lessons\n{table}")
     toc = "\n".join(f"notebooks/{nb.stem}" for nb in notebooks)
     body = (f"{page}\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
             "```{toctree}\n:hidden:\n:caption: Running and teaching\n\nrunning\ndocs/teaching\n"
