@@ -646,6 +646,6 @@ def untranslated(english_html, translated_html, words=2):
 
 def language_links(page_html):
     """{hreflang: href} of the page's language switch (site/_templates/language-switch.html)."""
-    switch = re.search(r'<nav class="language-switch".*?</nav>', page_html, re.S)
+    switch = re.search(r'<nav class="language-switch[" ].*?</nav>', page_html, re.S)
     found = re.findall(r'href="([^"]+)" hreflang="([^"]+)"', switch[0]) if switch else []
     return {lang: href for href, lang in found}

@@ -193,8 +193,12 @@ def output_problems(html, notebook):
                                    f"{'input' if kind == 'source' else 'output'}"))
         if found != count:
             out.append(f"{count} cells with their {kind} to fold, {found} folded")
-    def printed_source(text):     # a definition first, not lines marked + and - (a diff, coloured as one)
-        return re.match(r"\s*(@|def |class )", text) and len(re.findall(r"^[-+]\s", text, re.M)) < 3
+
+    def printed_source(text):
+        """A definition first: not a whole kernel with its lines marked "+ " or "  " (a diff, coloured as
+        one), but a source a diff may follow."""
+        marked = text.startswith(" ") and len(re.findall(r"^[-+]\s", text, re.M)) >= 3
+        return re.match(r"\s*(@|def |class )", text) and not marked
 
     sources = sum(bool(re.search(r"\bgetsource\(", "".join(c["source"]))) and any(
         o.get("output_type") == "stream" and printed_source("".join(o["text"])) for o in c.get("outputs", []))
