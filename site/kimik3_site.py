@@ -81,8 +81,8 @@ def edition_path(config, rel):
 
 
 def duration(seconds):
-    seconds = round(seconds)
-    return f"{seconds} s" if seconds < 60 else f"{seconds // 60}:{seconds % 60:02d} min"
+    seconds = round(seconds)      # a no-break space between a number and its unit
+    return f"{seconds}\u00a0s" if seconds < 60 else f"{seconds // 60}:{seconds % 60:02d}\u00a0min"
 
 
 # ---------------------------------------------------------------------------------------------------

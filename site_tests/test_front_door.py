@@ -19,6 +19,8 @@ from conftest import LANGUAGES, ROOT, lesson_links, lessons, site_pages
 PREFIXES = ["", *(f"{lang}/" for lang in LANGUAGES)]
 HAN = re.compile(r"[\u4e00-\u9fff]")
 RAW_TABLE = re.compile(r"\|\s*:?-{3,}:?\s*\|")
+# The lab log's load averages before and after a run ("load 0.88, 1.39, 3.18"), in any language.
+LOAD_AVERAGES = re.compile(r"\d\.\d\d\D{1,3}\d\.\d\d\D{1,3}\d\.\d\d")
 
 
 def soup(html):
@@ -126,7 +128,7 @@ def header_problems(html, stem, prefix=""):
     if shown != expected:
         out.append(f"{stem}: builds on {shown}, the course plan says {expected}")
     time = header.select_one("p.lesson-time")
-    duration = f"{round(lesson['seconds'])} s" if round(lesson["seconds"]) < 60 else None
+    duration = f"{round(lesson['seconds'])}\u00a0s" if round(lesson["seconds"]) < 60 else None
     if time is None or str(lesson["minutes"]) not in time.get_text() or \
             (duration and duration not in time.get_text()):
         out.append(f"{stem}: its time does not say {lesson['minutes']} minutes and {duration}")
@@ -277,7 +279,7 @@ def benchmark_problems(readers, maintainers):
     bars = article.select("figure.bench-chart .bench-row")
     if not bars or len(bars) != len(rows):
         out.append(f"{len(bars)} bars in the chart for {len(rows)} rows of the table")
-    if re.search(r"\bload(?: average)?s? \d\.\d\d, \d", text):
+    if LOAD_AVERAGES.search(text):
         out.append("the readers' page quotes load averages: a line of the lab log")
     if "make bench" not in text:
         out.append("the readers' page does not say how to rerun the benchmarks")
@@ -290,7 +292,7 @@ def benchmark_problems(readers, maintainers):
     if not gpu and not article.select(".gpu-none"):
         out.append("no GPU run, and the page does not say so")
     log = " ".join(soup(maintainers).find("article").get_text(" ").split())
-    if not re.search(r"\bload \d\.\d\d, \d", log):
+    if not LOAD_AVERAGES.search(log):
         out.append("the maintainers' page does not have the lab log")
     return out
 
