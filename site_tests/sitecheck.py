@@ -251,6 +251,16 @@ def check_page(browser, server, path, screenshot_dir=None, colab=None, notebook=
     return report
 
 
+# What JS_PAGE found that is a problem, each: (its key, the kind of problem, what it says of it); the
+# first five of each are reported.
+LISTED = [("untypeset", "math", "formula not typeset: {!r}"),
+          ("texErrors", "math", "MathJax could not parse a formula: {!r}"),
+          ("rawMath", "math", "raw math left in the text: {!r}"),
+          ("rawTables", "table", "a markdown table left as text: {!r}"),
+          ("noCopy", "copy", "a code block without a copy button: {!r}"),
+          ("wide", "code-width", "a code block wider than its column: {}")]
+
+
 def _judge(report, path, found, colab, notebook, widgets):
     for src in found["images"]:
         report.add("figure", path, f"image not loaded (natural width 0): {src}")
@@ -258,12 +268,9 @@ def _judge(report, path, found, colab, notebook, widgets):
         report.add("math", path, "the page has formulas but MathJax is not loaded")
     elif found["mathjax"] == "timeout":
         report.add("math", path, "MathJax did not finish typesetting in 60 s")
-    for text in found["untypeset"][:5]:
-        report.add("math", path, f"formula not typeset: {text!r}")
-    for text in found["texErrors"][:5]:
-        report.add("math", path, f"MathJax could not parse a formula: {text!r}")
-    for text in found["rawMath"][:5]:
-        report.add("math", path, f"raw math left in the text: {text!r}")
+    for key, kind, says in LISTED:
+        for text in found[key][:5]:
+            report.add(kind, path, says.format(text))
     for url, what in ((colab, "its Colab badge"), (notebook, "the link to its notebook file")):
         if url and url not in found["links"]:
             report.add("colab", path, f"{what} ({url}) is not on the page")
@@ -274,12 +281,6 @@ def _judge(report, path, found, colab, notebook, widgets):
     for w in shown:
         if not w["picture"]:
             report.add("widget", path, f"a widget's line without its picture above it: {w['text'][:100]!r}")
-    for text in found["rawTables"][:3]:
-        report.add("table", path, f"a markdown table left as text: {text!r}")
-    for text in found["noCopy"][:3]:
-        report.add("copy", path, f"a code block without a copy button: {text!r}")
-    for text in found["wide"][:3]:
-        report.add("code-width", path, f"a code block wider than its column: {text}")
 
 
 # ---------------------------------------------------------------------------------------------------
