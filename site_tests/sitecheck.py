@@ -227,7 +227,7 @@ def check_page(browser, server, path, screenshot_dir=None, colab=None, notebook=
         _judge(report, path, found, colab, notebook, widgets)
         report.timings["load"] = time.monotonic() - t0
         page.set_viewport_size(PHONE)
-        page.wait_for_timeout(150)
+        page.evaluate(FRAMES)
         narrow = page.evaluate(JS_NARROW)
         if narrow["over"] > 1:
             report.add("sideways", path, f"at {PHONE['width']} px the page is {narrow['over']} px wider than "
@@ -354,6 +354,21 @@ def header_problems(found, when):
     return out
 
 
+# Two animation frames: what a change of size or scroll has laid out is drawn.
+FRAMES = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
+def _until(page, condition, arg=None, ms=3000):
+    """Whether `condition` (JavaScript, a function of `arg`) holds within `ms` (checked every frame)."""
+    from playwright.sync_api import TimeoutError as Timeout
+
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=ms)
+        return True
+    except Timeout:
+        return False
+
+
 def _shown_toggle(page, which):
     for handle in page.query_selector_all(f".bd-header-article .{which}"):
         if handle.is_visible():
@@ -369,11 +384,16 @@ def navigation(browser, server, path, width, timeout=30):
     size = {"width": width, "height": 844 if width < 500 else 900}
     context = browser.new_context(viewport=size, service_workers="block")
     page = context.new_page()
-    page.route("**/*", lambda r: r.continue_() if _host(r.request.url) == _host(server.url) else r.abort())
+    _own_host_only(page, server)
     out, when = [], f"{path} at {width} px"
+    count = JS_SHOWN_LINKS.strip()
+    opened = ("([id, links, least]) => document.getElementById(id)?.open === true && "
+              f"({count})('#' + id + ' ' + links) >= least")
+    closed = "(id) => document.getElementById(id)?.open === false"
+    shown = f"([links, least, most]) => {{ const n = ({count})(links); return n >= least && n <= most; }}"
     try:
         page.goto(f"{server.url}/{path}", wait_until="load", timeout=timeout * 1000)
-        page.wait_for_timeout(300)
+        page.evaluate("document.fonts.ready.then(() => true)")
         out += header_problems(page.evaluate(JS_HEADER), when)
         narrow = page.evaluate(JS_NARROW)
         if narrow["over"] > 1:
@@ -384,23 +404,19 @@ def navigation(browser, server, path, width, timeout=30):
             out.append(f"{when}: no ☰ button shown")
         elif width < 992:
             toggle.click()
-            page.wait_for_timeout(400)
-            opened = page.evaluate("document.getElementById('pst-primary-sidebar-modal')?.open === true")
-            if not opened or page.evaluate(JS_SHOWN_LINKS, f"#pst-primary-sidebar-modal {lessons}") < 3:
+            if not _until(page, opened, ["pst-primary-sidebar-modal", lessons, 3]):
                 out.append(f"{when}: ☰ does not open the lesson list")
             page.keyboard.press("Escape")
-            page.wait_for_timeout(300)
+            _until(page, closed, "pst-primary-sidebar-modal")
         else:
-            before = page.evaluate(JS_SHOWN_LINKS, lessons)
+            before = _until(page, shown, [lessons, 3, 10_000])
             toggle.click()
-            page.wait_for_timeout(600)
-            hidden = page.evaluate(JS_SHOWN_LINKS, lessons)
+            hidden = _until(page, shown, [lessons, 0, 0])
             toggle.click()
-            page.wait_for_timeout(600)
-            again = page.evaluate(JS_SHOWN_LINKS, lessons)
-            if not (before >= 3 and hidden == 0 and again >= 3):
-                out.append(f"{when}: ☰ does not hide and show the lesson list (links shown: {before}, after "
-                           f"one click {hidden}, after two {again})")
+            again = _until(page, shown, [lessons, 3, 10_000])
+            if not (before and hidden and again):
+                out.append(f"{when}: ☰ does not hide and show the lesson list (links shown before a click: "
+                           f"{before}, none after one: {hidden}, shown after two: {again})")
         contents = "nav.page-toc a"
         toggle = _shown_toggle(page, "secondary-toggle")
         if width < 1200:
@@ -408,17 +424,14 @@ def navigation(browser, server, path, width, timeout=30):
                 out.append(f"{when}: no contents button shown")
             else:
                 toggle.click()
-                page.wait_for_timeout(400)
-                dialog = "pst-secondary-sidebar-modal"
-                opened = page.evaluate(f"document.getElementById('{dialog}')?.open === true")
-                if not opened or page.evaluate(JS_SHOWN_LINKS, f"#{dialog} {contents}") < 1:
+                if not _until(page, opened, ["pst-secondary-sidebar-modal", contents, 1]):
                     out.append(f"{when}: the contents button does not open the page's contents")
                 page.keyboard.press("Escape")
-                page.wait_for_timeout(300)
+                _until(page, closed, "pst-secondary-sidebar-modal")
         elif page.evaluate(JS_SHOWN_LINKS, f".bd-sidebar-secondary {contents}") < 1:
             out.append(f"{when}: the page's contents are not shown beside it")
-        page.mouse.wheel(0, 2500)
-        page.wait_for_timeout(500)
+        page.evaluate("window.scrollBy(0, 2500)")
+        page.evaluate(FRAMES)
         out += header_problems(page.evaluate(JS_HEADER), f"{when}, scrolled")
     except Exception as exc:  # a page that does not load or answer fails
         out.append(f"{when}: {type(exc).__name__}: {exc}".splitlines()[0][:300])
@@ -427,22 +440,33 @@ def navigation(browser, server, path, width, timeout=30):
     return out
 
 
+def _own_host_only(page, server, typeset=True):
+    """Requests to other hosts refused; without `typeset`, MathJax's too (checks of the interface, not of
+    the math, load a page in a fraction of the time)."""
+    def route(r):
+        url = r.request.url
+        if _host(url) != _host(server.url) or (not typeset and "/_static/mathjax/" in url):
+            return r.abort()
+        return r.continue_()
+    page.route("**/*", route)
+
+
 def switch_language(browser, server, path, section, to, scroll=False, timeout=30):
     """The address the language switch of `path` leads to in language `to` ("zh-CN", "de", "en") when the
     reader is at `section` (an id): reached by its #anchor, or with `scroll`, by scrolling to it."""
     context = browser.new_context(viewport=VIEWPORT, service_workers="block")
     page = context.new_page()
-    page.route("**/*", lambda r: r.continue_() if _host(r.request.url) == _host(server.url) else r.abort())
+    _own_host_only(page, server, typeset=False)
     try:
         page.goto(f"{server.url}/{path}{'' if scroll else '#' + section}", wait_until="load",
                   timeout=timeout * 1000)
         if scroll:
             page.evaluate("(id) => document.getElementById(id).scrollIntoView()", section)
-            page.wait_for_timeout(300)
+            page.evaluate(FRAMES)
         # Clicked as a reader clicks: Playwright's own click would first scroll the (sticky) header "into
         # view", moving the page away from the section.
         page.dispatch_event(".language-switch button", "click")
-        page.wait_for_timeout(200)
+        _until(page, "() => document.querySelector('.language-switch .dropdown-menu.show') !== null")
         with page.expect_navigation(timeout=timeout * 1000):
             page.dispatch_event(f'.language-switch a[hreflang="{to}"]', "click")
         return page.url
@@ -485,14 +509,17 @@ JS_INTERFACE = r"""
 """
 
 
-def interface_text(browser, server, path, wait=0, timeout=30):
-    """The interface text of page `path` (JS_INTERFACE), after `wait` ms (a search page needs time)."""
+def interface_text(browser, server, path, ready=None, timeout=30):
+    """The interface text of page `path` (JS_INTERFACE), once `ready` (a JavaScript condition) holds: a
+    search page says what it found only after searching."""
     context = browser.new_context(viewport=VIEWPORT, service_workers="block")
     page = context.new_page()
-    page.route("**/*", lambda r: r.continue_() if _host(r.request.url) == _host(server.url) else r.abort())
+    _own_host_only(page, server, typeset=False)
     try:
         page.goto(f"{server.url}/{path}", wait_until="load", timeout=timeout * 1000)
-        page.wait_for_timeout(300 + wait)
+        if ready and not _until(page, ready, ms=timeout * 1000):
+            raise TimeoutError(f"{path}: not ready in {timeout} s ({ready})")
+        page.evaluate(FRAMES)
         return set(page.evaluate(JS_INTERFACE))
     finally:
         context.close()
