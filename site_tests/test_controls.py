@@ -51,7 +51,7 @@ CONTROLS = {
     "no_copy_button": (lambda h: COPYBUTTON.sub("", h, count=1), {"copy"}),
     "code_scrolls": (lambda h: _inject(h, '<div class="highlight"><pre style="white-space: pre; '
                                           f'overflow-x: auto">{LONG}</pre></div>'),
-                     {"code-width", "sideways"}),
+                     {"code-width"}),
     "page_too_wide": (lambda h: _inject(h, '<div style="width: 700px">a line wider than a phone</div>'),
                       {"sideways"}),
 }
