@@ -148,14 +148,18 @@ class LessonHeader(SphinxDirective):
         return line
 
     def time(self, lesson):
+        """Its minutes of class (the teaching guide's) and its Run All (docs/notebook_times.json); nothing
+        when the guide gives no minutes (the site's tests say so)."""
         line = nodes.paragraph(classes=["lesson-time"])
+        if not lesson["minutes"]:
+            return []
         line += nodes.strong("", _("Time:") + " ")
         if lesson["seconds"] is None:
             text = _("a class of {minutes} minutes.")
         else:
             text = _("a class of {minutes} minutes; Run All takes {duration} on a {cores}-core CPU "
                      "without a GPU.")
-        line += nodes.Text(text.format(minutes=lesson["minutes"] or 90, cores=_site_pages().cores(ROOT),
+        line += nodes.Text(text.format(minutes=lesson["minutes"], cores=_site_pages().cores(ROOT),
                                        duration=duration(lesson["seconds"] or 0)))
         return line
 

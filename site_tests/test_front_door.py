@@ -135,6 +135,9 @@ def header_problems(html, stem, prefix=""):
     expected = [f"{course()[i]['stem']}.html" for i in lesson["builds_on"]]
     if shown != expected:
         out.append(f"{stem}: builds on {shown}, the course plan says {expected}")
+    if not lesson["goals"] or not lesson["minutes"] or lesson["seconds"] is None:
+        return out + [f"{stem}: the teaching guide has no learning goals or minutes for it, or "
+                      f"{site_pages.TIMES} no run time (make times)"]
     time = header.select_one("p.lesson-time")
     duration = f"{round(lesson['seconds'])}\u00a0s" if round(lesson["seconds"]) < 60 else None
     if time is None or str(lesson["minutes"]) not in time.get_text() or \
