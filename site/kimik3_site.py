@@ -25,6 +25,7 @@ itself, in the language of the page.
 Nothing here runs a notebook or reaches another host.
 """
 
+import functools
 import html
 import json
 import math
@@ -54,14 +55,16 @@ def _translations():
     return translations
 
 
-_COURSE = {}
-
-
+@functools.cache
 def course():
     """{id: lesson} of tools/site_pages.course(), read once per build."""
-    if not _COURSE:
-        _COURSE.update({lesson["id"]: lesson for lesson in _site_pages().course(ROOT)})
-    return _COURSE
+    return {lesson["id"]: lesson for lesson in _site_pages().course(ROOT)}
+
+
+@functools.cache
+def catalog(lang, page, locales):
+    """{msgid: msgstr} of page `page`'s catalog in `lang` (tools/translations.py), read once per build."""
+    return _translations().translations_of(lang, [page], Path(locales))
 
 
 def guide_translation(config, markdown):
@@ -70,8 +73,7 @@ def guide_translation(config, markdown):
     find English left in a translated page)."""
     if config.language == "en":
         return markdown
-    tr = _translations()
-    messages = tr.translations_of(config.language, ["docs/teaching"], Path(config.locale_dirs[0]))
+    tr, messages = _translations(), catalog(config.language, "docs/teaching", config.locale_dirs[0])
     return tr.translate_markdown(markdown, lambda content: messages.get(tr.message_of(content)))
 
 
@@ -114,9 +116,7 @@ class LessonHeader(SphinxDirective):
         return [header]
 
     def buttons(self, stem):
-        from site_pages import repository
-
-        repo, branch = repository(ROOT)
+        repo, branch = _site_pages().repository(ROOT)
         path = edition_path(self.config, f"notebooks/{stem}.ipynb")
         github = f"https://github.com/{repo}/blob/{branch}/{path}"
         links = [
@@ -275,10 +275,9 @@ class LessonMap(SphinxDirective):
         labels = {i: guide_translation(self.config, lesson["label"]) for i, lesson in lessons.items()}
         titles = {i: lesson["title"] for i, lesson in lessons.items()}
         if self.config.language != "en":   # a box's tooltip: the lesson's title, as its catalog has it
-            tr = _translations()
+            lang, locales = self.config.language, self.config.locale_dirs[0]
             for i, lesson in lessons.items():
-                found = tr.translations_of(self.config.language, [f"notebooks/{lesson['stem']}"],
-                                           Path(self.config.locale_dirs[0]))
+                found = catalog(lang, f"notebooks/{lesson['stem']}", locales)
                 heading = f"Lesson {i} — {lesson['title']}"
                 titles[i] = found.get(heading, heading)
         svg = lesson_map_svg(lessons, labels, titles, _("How the lessons build on each other"))
@@ -359,8 +358,7 @@ class BenchmarkChart(SphinxDirective):
         translate = lambda text: text
         if self.config.language != "en":
             tr = _translations()
-            messages = tr.translations_of(self.config.language, ["benchmarks/README"],
-                                          Path(self.config.locale_dirs[0]))
+            messages = catalog(self.config.language, "benchmarks/README", self.config.locale_dirs[0])
             translate = lambda text: messages.get(tr.message_of(text), text)
         return [nodes.raw("", benchmark_chart(rows, translate), format="html")]
 
