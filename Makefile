@@ -93,13 +93,15 @@ test-browser: $(STAMP)
 # executed notebooks and the docs) into SITE_WORK, Sphinx + MyST-NB build them without running anything,
 # with site/ as the configuration; -W: a warning (a broken link among them) fails the build. The docs extra
 # is installed into .venv once, with its own stamp, so `make test` never pays for it.
-# Each translation (LANGUAGES) is built from the same pages and locales/<lang>/ into build/site/<lang>/.
+# Each translation (LANGUAGES) is built from the same pages and locales/<lang>/ into build/site/<lang>/, its
+# interface text from site/locales/<lang>/ (copies of both in SITE_WORK: Sphinx writes .mo files beside them).
 # test-site serves the site on 127.0.0.1 and opens every page in headless Chromium (site_tests/);
 # screenshots and a report go to SITE_SCRATCH.
 SITE := build/site
 SITE_WORK := build/site-work
 SITE_SCRATCH := $${TMPDIR:-/tmp}/kimik3-site-test
-# Two pytest workers, each with its own server and Chromium: 21 pages in three languages.
+# Two pytest workers, each with its own server and Chromium: 22 pages in three languages, the header worked
+# at four widths, the controls.
 SITE_WORKERS ?= 2
 .PHONY: site test-site
 $(DOCS_STAMP): $(STAMP)
@@ -108,11 +110,13 @@ $(DOCS_STAMP): $(STAMP)
 
 site: $(DOCS_STAMP)
 	$(BIN)/python -m tools.site_pages $(SITE_WORK)/src
-	rm -rf $(SITE_WORK)/locales && cp -r locales $(SITE_WORK)/locales
+	rm -rf $(SITE_WORK)/locales $(SITE_WORK)/site-locales && cp -r locales $(SITE_WORK)/locales
+	cp -r site/locales $(SITE_WORK)/site-locales
 	$(BIN)/python -m sphinx -b html -W --keep-going -q -c site -d $(SITE_WORK)/doctrees $(SITE_WORK)/src \
 		$(SITE_WORK)/html
 	for lang in $(LANGUAGES); do \
-		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales $(BIN)/python -m sphinx -b html -W \
+		KIMIK3_SITE_LANG=$$lang KIMIK3_LOCALES=$(CURDIR)/$(SITE_WORK)/locales \
+			KIMIK3_SITE_LOCALES=$(CURDIR)/$(SITE_WORK)/site-locales $(BIN)/python -m sphinx -b html -W \
 			--keep-going -q -c site -d $(SITE_WORK)/doctrees-$$lang $(SITE_WORK)/src $(SITE_WORK)/html/$$lang \
 			|| exit 1; \
 	done

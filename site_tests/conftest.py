@@ -11,6 +11,7 @@ per page checked into the scratch folder's reports/, and the table at the end is
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from tools import repo_url, translations
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("KIMIK3_SITE") or ROOT / "build" / "site")
+sys.path.insert(0, str(ROOT / "site"))       # site/kimik3_site.py, the site's own Sphinx extension
 
 # The site's translations (tools/translations, which site/conf.py reads too): each under SITE/<lang>/.
 LANGUAGES = translations.LANGUAGES

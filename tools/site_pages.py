@@ -4,15 +4,20 @@
 
 Nothing here is a hand copy: every page is made from the repository as committed.
 
-- `index.md`, the landing page: the README's title, introduction and lesson table (its figures and
-  Colab badges), then site/index.md (the site's own few lines) and the table of contents.
+- `index.md`, the landing page: site/index.md, with the README's introduction and lesson table put in
+  at its two markers, then the table of contents. The lesson map on it is drawn by Sphinx
+  (site/kimik3_site.py) from `course()`.
 - `notebooks/NN_slug.ipynb`, one page per lesson in course order: the committed, executed notebook
-  (Sphinx does not run it), with three changes. An interact's output, a widget that needs a kernel to draw,
-  becomes the picture it drew at its default values followed by one line: the defaults, what moving the
-  controls shows (the notebook's own sentence, from the markdown before the widget) and how to run it. The
-  Colab badge's image is the site's copy (site/colab-badge.svg: a page loads nothing from another host),
-  followed by a link to the notebook file. `# NBVAL_...` lines, markers for the test runner, are dropped.
-- `docs/teaching.md` and `benchmarks/README.md`, as in the repository.
+  (Sphinx does not run it), with these changes. Its Colab badge gives way to the lesson header (goals,
+  the lessons it builds on, its time, its buttons: site/kimik3_site.py draws it from `course()`). An
+  interact's output, a widget that needs a kernel to draw, becomes the picture it drew at its default
+  values followed by one line: the defaults, what moving the controls shows (the notebook's own sentence,
+  from the markdown before the widget) and how to run it; the same picture printed just before it by the
+  cell that saved it is shown once. A printed source is highlighted (a printed diff coloured as one) and,
+  when long, folded; a cell of many asserts shows its code folded. `# NBVAL_...` lines, markers for the
+  test runner, are dropped.
+- `docs/teaching.md`, `benchmarks/README.md` (with its chart, drawn from its own table) and
+  `benchmarks/maintainers.md`, as in the repository.
 - `running.md`: site/running.md, then the README's "Quick start" and "CPU, GPU, Colab" sections.
 
 Every relative link is resolved as in the repository: a link to a notebook or to one of the pages above
@@ -22,9 +27,11 @@ fail on. Standard library only.
 """
 
 import argparse
+import ast
 import json
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 from tools import repo_url  # the repository the course names
@@ -36,7 +43,10 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 BADGE_FILE = "images/colab-badge.svg"        # where the site's badge lies in OUT
-PAGES = ["docs/teaching.md", "benchmarks/README.md"]   # repository files that are pages as they are
+PAGES = ["docs/teaching.md", "benchmarks/README.md", "benchmarks/maintainers.md"]   # pages as they are
+# What a page of the repository holds for the site only (an HTML comment, invisible on GitHub): a
+# directive of site/kimik3_site.py, which draws it in the page's language.
+DIRECTIVES = {"<!-- site: chart -->": "benchmark-chart", "<!-- site: gpu results -->": "gpu-results"}
 RUNNING_SECTIONS = ["Quick start", "CPU, GPU, Colab"]  # README sections on the page about running it
 IMAGE_SUFFIXES = {".png", ".svg", ".jpg", ".jpeg", ".gif"}
 # A markdown link or image target, and an HTML href/src (group 2 is the target).
@@ -112,6 +122,79 @@ def readme_sections(readme):
 
 
 # ---------------------------------------------------------------------------------------------------
+# The course as the teaching guide plans it: what each lesson page's header and the lesson map show
+
+TEACHING = "docs/teaching.md"
+TIMES = "docs/notebook_times.json"
+PLAN_COLUMNS = ["class", "notebooks", "the idea", "needs"]
+# "## Lesson 05a — DeltaNet I: ... (`notebooks/05a_delta_rule.ipynb`)", up to the next section
+LESSON_SECTION = re.compile(r"^## Lesson \S+ — .*?\(`(notebooks/[^`]+\.ipynb)`\)\n(.*?)(?=^## |\Z)",
+                            re.M | re.S)
+# "**Learning goals.** By the end of the class a student can" and its numbered list, to the next bold line
+GOALS = re.compile(r"^\*\*Learning goals\.\*\*.*?(?=\n\n\*\*|\Z)", re.M | re.S)
+MINUTES = re.compile(r"^\*\*Minutes \((\d+)\)\.\*\*", re.M)
+
+
+def lesson_id(notebook):
+    """"05a" of "05a_delta_rule.ipynb"."""
+    return Path(notebook).name.split("_", 1)[0]
+
+
+def course_plan(teaching):
+    """The course plan's table of `teaching` (the guide's text): {class number: (lesson ids, the plan's
+    name of them, the class numbers it needs)}, e.g. 6: (["05b"], "05b DeltaNet, chunked", [3, 5]).
+    "9–13" in the needs column is every class from 9 to 13; "—" is none."""
+    lines = teaching.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("| class | notebooks |")), None)
+    if start is None or _cells(lines[start]) != PLAN_COLUMNS:
+        raise SystemExit(f"{TEACHING}: no course plan table with the columns {PLAN_COLUMNS}: update "
+                         "tools/site_pages.py")
+    plan = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        number, notebooks, _, needs = _cells(line)
+        ids = re.findall(r"\b(\d\d[a-z]?)\b", notebooks.split(" ", 1)[0])
+        classes = []
+        for a, b in re.findall(r"(\d+)(?:\s*[–-]\s*(\d+))?", needs):
+            classes += range(int(a), int(b or a) + 1)
+        plan[int(number)] = (ids, notebooks, classes)
+    return plan
+
+
+def course(root=ROOT):
+    """The lessons in course order, each a dict: `id` ("05a"), `stem`, `title` (the notebook's, without
+    "Lesson 05a —"), `label` (the course plan's name for it, "05a The delta rule"), `builds_on` (the ids
+    of the lessons of the classes it needs), `goals` (the teaching guide's learning goals, markdown),
+    `minutes` (of class) and `seconds` (Run All, docs/notebook_times.json; None when not measured)."""
+    root = Path(root)
+    teaching = (root / TEACHING).read_text()
+    times = json.loads((root / TIMES).read_text())
+    plan = course_plan(teaching)
+    sections = {rel: body for rel, body in LESSON_SECTION.findall(teaching)}
+    out = []
+    for nb in lessons(root):
+        ident, rel = lesson_id(nb.name), f"notebooks/{nb.name}"
+        row = next(((name, classes) for ids, name, classes in plan.values() if ident in ids), (None, []))
+        body = sections.get(rel, "")
+        goals, minutes = GOALS.search(body), MINUTES.search(body)
+        first = "".join(json.loads(nb.read_text())["cells"][0]["source"]).splitlines()[0]
+        out.append({"id": ident, "stem": nb.stem, "title": re.sub(r"^#\s*(Lesson \w+ —\s*)?", "", first),
+                    "label": row[0] or ident,
+                    "builds_on": [i for number in row[1] for i in plan[number][0]],
+                    "goals": goals[0].strip() if goals else None,
+                    "minutes": int(minutes[1]) if minutes else None,
+                    "seconds": times["seconds"].get(nb.name)})
+    return out
+
+
+def cores(root=ROOT):
+    """The CPU cores of the machine docs/notebook_times.json was measured on ("x86_64, 2 cores, ...")."""
+    found = re.search(r"(\d+) cores", json.loads((Path(root) / TIMES).read_text())["machine"])
+    return int(found[1]) if found else None
+
+
+# ---------------------------------------------------------------------------------------------------
 # Widgets: the picture an interact drew at its defaults, and one line about it
 
 
@@ -151,16 +234,22 @@ def _paragraphs(markdown):
             yield " ".join(lines)
 
 
+# "Try it below: the sliders set ..." sits above the widget in the notebook, under its picture on the page.
+BELOW = re.compile(r"^(?:Try|Move|Use) (?:it|them|the \w+) below:\s*")
+
+
 def what_moving_shows(cells, index, back=3):
     """The sentence of the markdown before cell `index` (at most `back` cells up) that tells the reader to
-    move the controls, as the notebook words it; None when it has none."""
+    move the controls, as the notebook words it (a lead-in that points below, where the page puts the
+    picture, left out); None when it has none."""
     for cell in reversed(cells[max(0, index - back):index]):
         if cell["cell_type"] != "markdown":
             continue
         for paragraph in _paragraphs("".join(cell["source"])):
             for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z(*])", paragraph):
                 if IMPERATIVE.match(sentence.lstrip("*")):
-                    return re.sub(r"[:;,]$", ".", sentence.strip())
+                    sentence = BELOW.sub("", sentence.strip())
+                    return re.sub(r"[:;,]$", ".", sentence[:1].upper() + sentence[1:])
         return None
     return None
 
@@ -181,7 +270,7 @@ def widget_caption(controls, sentence):
     defaults = ", ".join(f"`{name.strip() or 'value'}` = {value}" for _, name, value in controls)
     shows = sentence or f"Moving the {kind} redraws this figure for the values chosen."
     return (f"*Interactive figure, drawn here at its defaults ({defaults}).* {shows} To move {them}, "
-            f"run this lesson: on Colab (the badge at the top) or in JupyterLab "
+            f"run this lesson: on Colab (the button at the top) or in JupyterLab "
             f"([how to run the course](../running.md)).")
 
 
@@ -210,6 +299,8 @@ def static_widgets(nb, name):
             captions.append(widget_caption(controls, what_moving_shows(nb["cells"], index)))
             count += 1
         cell["outputs"] = outputs
+        if captions:
+            picture_shown_once(cells, len(cells) - 1)
         for caption in captions:
             cells.append({"cell_type": "markdown", "id": f"{cell.get('id', index)}-default"[-64:],
                           "metadata": {}, "source": f":::{{container}} widget-default\n{caption}\n:::\n"})
@@ -223,15 +314,133 @@ def static_widgets(nb, name):
 
 
 def lesson_markdown(source, rel, links):
-    """Markdown of lesson `rel` ("notebooks/NN_slug.ipynb") as its page shows it: links resolved, the
-    Colab badge the site's copy and followed by a link to the notebook file. (tools/translations
-    applies it to one paragraph at a time, to find that paragraph's message.)"""
-    source = links.rewrite(source, rel, f"../{BADGE_FILE}")
-    match = next((m for m in repo_url.BADGE.finditer(source) if m["path"] == rel), None)
-    if match and source[match.end():match.end() + 1] == ")":
-        end = match.end() + 1
-        source = source[:end] + f" · the notebook file: [{rel}]({links.github(rel)})" + source[end:]
-    return source
+    """Markdown of lesson `rel` ("notebooks/NN_slug.ipynb") as its page shows it: links resolved, a Colab
+    badge loaded from the site. (tools/translations applies it to one paragraph at a time, to find
+    that paragraph's message.)"""
+    return links.rewrite(source, rel, f"../{BADGE_FILE}")
+
+
+def with_header(first, rel):
+    """The lesson's first markdown cell `first` with its Colab badge (a paragraph that is only the badge)
+    replaced by the lesson header, a directive site/kimik3_site.py draws after the title."""
+    paragraphs = re.split(r"\n\s*\n", first.strip("\n"))
+    title, rest = paragraphs[0], paragraphs[1:]
+    rest = [p for p in rest if not (p.strip().startswith("[![") and
+                                    any(m["path"] == rel for m in repo_url.BADGE.finditer(p)))]
+    header = f":::{{lesson-header}} {Path(rel).stem}\n:::"
+    return "\n\n".join([title, header, *rest]) + "\n"
+
+
+# A cell prints source code when it calls inspect.getsource; lines marked + and - make a printed diff.
+PRINTS_SOURCE = re.compile(r"\bgetsource\(")
+DIFF_LINE = re.compile(r"^[-+]\s", re.M)
+DEFINITION = re.compile(r"^\s*(?:@|def |async def |class )")
+FOLD_LINES = 40       # a printed source longer than this is folded
+FOLD_ASSERTS = 10     # a cell with this many asserts shows its code folded: its output is what it says
+ASSERT = re.compile(r"^\s*assert\b", re.M)
+
+
+def source_lines(printed):
+    """How many of the first lines of `printed` are Python source: the most that parse (dedented) and
+    start with a definition; 0 when none do."""
+    lines = printed.split("\n")
+    if not lines or not DEFINITION.match(lines[0]):
+        return 0
+    for n in range(len(lines), 0, -1):
+        try:
+            ast.parse(textwrap.dedent("\n".join(lines[:n])))
+        except SyntaxError:
+            continue
+        return n
+    return 0
+
+
+TABLE_ROW = re.compile(r"^\|.*\|\s*$")
+TABLE_RULE = re.compile(r"^\|(?:\s*:?-{3,}:?\s*\|)+\s*$")
+
+
+def printed_tables(text):
+    """`text` a cell printed, cut into [(kind, text)]: "table" for every markdown table in it (a header row,
+    a rule |---|, rows), "text" for the rest, in order."""
+    lines, out, i = text.split("\n"), [], 0
+    rest = []
+    while i < len(lines):
+        if TABLE_ROW.match(lines[i]) and i + 1 < len(lines) and TABLE_RULE.match(lines[i + 1]):
+            end = i + 2
+            while end < len(lines) and TABLE_ROW.match(lines[end]):
+                end += 1
+            if rest:
+                out.append(("text", "\n".join(rest)))
+                rest = []
+            out.append(("table", "\n".join(lines[i:end]) + "\n"))
+            i = end
+        else:
+            rest.append(lines[i])
+            i += 1
+    if rest and "\n".join(rest).strip():
+        out.append(("text", "\n".join(rest)))
+    return out
+
+
+def _markdown(text):
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": text}}
+
+
+def _python_block(code):
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", code)), default=0))
+    return _markdown(f"{fence}python\n{code}\n{fence}\n")
+
+
+def present_cell(cell):
+    """Set how the page shows code cell `cell` (a cell of the site's copy). A markdown table it printed
+    becomes a markdown output (a table on the page). What it printed of its source code
+    (inspect.getsource) becomes a Python code block, highlighted and with a copy button; the rest of what
+    it printed is coloured as a diff when it marks lines with + and -, and folded when longer than
+    FOLD_LINES lines. The code of a cell of FOLD_ASSERTS asserts or more is folded. kimik3.fold in the
+    cell's metadata is read by site/kimik3_site.py, mystnb.text_lexer by MyST-NB."""
+    meta = cell.setdefault("metadata", {})
+    prints_source = PRINTS_SOURCE.search(cell["source"]) is not None
+    outputs, printed, diff = [], "", False
+    for out in cell.get("outputs", []):
+        if out.get("output_type") != "stream":
+            outputs.append(out)
+            continue
+        text = "".join(out["text"])
+        printed += text
+        if prints_source and not outputs:           # the source a cell prints comes first
+            lines = text.split("\n")
+            n = source_lines(text)
+            if n:
+                outputs.append(_python_block(textwrap.dedent("\n".join(lines[:n])).rstrip()))
+                text = "\n".join(lines[n:]).lstrip("\n")
+        for kind, part in printed_tables(text):
+            if kind == "table":
+                outputs.append(_markdown(part))
+            elif part.strip():
+                outputs.append(dict(out, text=part))
+                diff = diff or len(DIFF_LINE.findall(part)) >= 3
+    cell["outputs"] = outputs
+    if prints_source and diff:
+        meta.setdefault("mystnb", {})["text_lexer"] = "diff"
+    if prints_source and printed.count("\n") > FOLD_LINES:
+        meta["kimik3"] = {"fold": "output", "lines": printed.count("\n"), "diff": diff}
+    asserts = len(ASSERT.findall(cell["source"]))
+    if asserts >= FOLD_ASSERTS:
+        meta["kimik3"] = {"fold": "source", "asserts": asserts}
+
+
+def _pictures(cell):
+    return [out["data"]["image/png"] for out in cell.get("outputs", []) if "image/png" in out.get("data", {})]
+
+
+def picture_shown_once(cells, index, back=3):
+    """Drop from the code cells just before cell `index` (at most `back` cells up) every picture cell
+    `index` shows too, byte for byte: the figure a cell saved, then drew again as a widget's default."""
+    shown = set(_pictures(cells[index]))
+    for cell in cells[max(0, index - back):index]:
+        if cell["cell_type"] == "code" and shown & set(_pictures(cell)):
+            cell["outputs"] = [out for out in cell["outputs"]
+                               if out.get("data", {}).get("image/png") not in shown]
 
 
 def lesson_page(path, links):
@@ -240,12 +449,16 @@ def lesson_page(path, links):
     rel = f"notebooks/{path.name}"
     static_widgets(nb, path.name)
     for cell in nb["cells"]:
-        source = "".join(cell["source"])
+        cell["source"] = "".join(cell["source"])
+    first = next(cell for cell in nb["cells"] if cell["cell_type"] == "markdown")
+    first["source"] = with_header(first["source"], rel)
+    for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
-            source = lesson_markdown(source, rel, links)
+            cell["source"] = lesson_markdown(cell["source"], rel, links)
         elif cell["cell_type"] == "code":
-            source = "\n".join(line for line in source.split("\n") if not line.startswith("# NBVAL_"))
-        cell["source"] = source
+            cell["source"] = "\n".join(line for line in cell["source"].split("\n")
+                                       if not line.startswith("# NBVAL_"))
+            present_cell(cell)
     return nb
 
 
@@ -278,14 +491,25 @@ def lesson_table(section, notebooks):
     return "\n".join(lines[:start] + rows + lines[end:])
 
 
+# site/index.md's markers, where the README's introduction and lesson table go
+INTRODUCTION, LESSONS = "<!-- README: introduction -->", "<!-- README: lessons -->"
+
+
 def index_page(readme, links, notebooks):
+    """site/index.md with the README's introduction (its title line aside: the page has its own) and its
+    lesson table, recast by lesson_table, put in at its markers; then the table of contents."""
     intro, sections = readme_sections(readme)
-    lessons_md = lesson_table(sections["Lessons"], notebooks)
+    intro = re.sub(r"^# .*\n+", "", intro.lstrip())
+    table = lesson_table(sections["Lessons"], notebooks)
+    page = (SITE / "index.md").read_text()
+    for marker in (INTRODUCTION, LESSONS):
+        if page.count(marker) != 1:
+            raise SystemExit(f"site/index.md: the marker {marker} must be there once")
+    page = page.replace(INTRODUCTION, intro.strip()).replace(LESSONS, f"## Lessons\n{table}")
     toc = "\n".join(f"notebooks/{nb.stem}" for nb in notebooks)
-    body = (f"{intro}## Lessons\n{lessons_md}\n{(SITE / 'index.md').read_text()}\n"
-            f"```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
+    body = (f"{page}\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
             "```{toctree}\n:hidden:\n:caption: Running and teaching\n\nrunning\ndocs/teaching\n"
-            "benchmarks/README\n```\n")
+            "benchmarks/README\nbenchmarks/maintainers\n```\n")
     return links.rewrite(body, "README.md", BADGE_FILE)
 
 
@@ -308,7 +532,10 @@ def write_site_sources(out, root=ROOT):
     notebooks = lessons(root)
     written = {"index.md": index_page(readme, links, notebooks), "running.md": running_page(readme, links)}
     for page in PAGES:
-        written[page] = links.rewrite((root / page).read_text(), page, "../" + BADGE_FILE)
+        text = (root / page).read_text()
+        for marker, directive in DIRECTIVES.items():
+            text = text.replace(marker, f":::{{{directive}}}\n:::")
+        written[page] = links.rewrite(text, page, "../" + BADGE_FILE)
     for path in notebooks:
         written[f"notebooks/{path.name}"] = json.dumps(lesson_page(path, links), indent=1, ensure_ascii=False)
     for rel, text in written.items():
