@@ -1,6 +1,7 @@
-"""The benchmark harness of the scripts in benchmarks/ (benchmarks/README.md): one vocabulary of flags,
-one table, required ratios and agreements recorded as failures, one exit status. No lesson uses it; the
-timing itself is `lab.time_in_turn`, the comparisons `lab.check_close`.
+"""The benchmark harness of the scripts in benchmarks/ (its rules: benchmarks/maintainers.md, "The
+convention every script follows"): one vocabulary of flags, one table, required ratios and agreements
+recorded as failures, one exit status. No lesson uses it; the timing itself is `lab.time_in_turn`, the
+comparisons `lab.check_close`.
 
 - `bench_arguments`: the flags (--batch, --heads, --seq-len, --head-dim, --chunk-size, --repeat)
 - `ratio`, `print_times`: the table of seconds and ratios
@@ -13,7 +14,7 @@ import sys
 
 from kimik3_lessons.lab import check_close
 
-# The benchmarks' flags, spelled one way (benchmarks/README.md): name -> help.
+# The benchmarks' flags, spelled one way (benchmarks/maintainers.md): name -> help.
 _BENCH_FLAGS = {
     "batch": "sequences per batch",
     "heads": "attention heads",
