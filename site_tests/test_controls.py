@@ -204,16 +204,18 @@ def test_outputs_shown_badly_fail(site):
     assert diff_problems(re.sub(r'class="g[id]"', 'class="w"', html)) != []
 
 
-def test_a_benchmarks_page_that_reads_as_a_lab_log_fails(site):
+@pytest.mark.parametrize("prefix, quoted", [("", "Quiet: load 0.88, 1.39, 3.18 before."),
+                                             ("de/", "Ruhig: Last 0,88; 1,39; 3,18 vorher.")])
+def test_a_benchmarks_page_that_reads_as_a_lab_log_fails(site, prefix, quoted):
     from test_front_door import LOAD_AVERAGES, benchmark_problems
 
-    readers = (site / "benchmarks" / "README.html").read_text()
-    log = (site / "benchmarks" / "maintainers.html").read_text()
+    readers = (site / prefix / "benchmarks" / "README.html").read_text()
+    log = (site / prefix / "benchmarks" / "maintainers.html").read_text()
     assert benchmark_problems(readers, log) == []
     bar = re.search(r'<div class="bench-row">.*?</span></div></div>', readers, re.S)[0]
     faults = {
         "bars in the chart": (_once(readers, bar, ""), log),
-        "load averages": (_inject(readers, "<p>Quiet: load 0.88, 1.39, 3.18 before.</p>"), log),
+        "load averages": (_inject(readers, f"<p>{quoted}</p>"), log),
         "how to rerun": (readers.replace('make</span> <span class="pre">bench', "make</span> <span>x"), log),
         "does not have the lab log": (readers, LOAD_AVERAGES.sub("", log)),
     }

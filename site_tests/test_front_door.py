@@ -20,8 +20,9 @@ from tools import site_pages
 PREFIXES = ["", *(f"{lang}/" for lang in LANGUAGES)]
 HAN = re.compile(r"[\u4e00-\u9fff]")
 RAW_TABLE = re.compile(r"\|\s*:?-{3,}:?\s*\|")
-# The lab log's load averages before and after a run ("load 0.88, 1.39, 3.18"), in any language.
-LOAD_AVERAGES = re.compile(r"\d\.\d\d[,，、]\s?\d\.\d\d[,，、]\s?\d\.\d\d")
+# The lab log's load averages before and after a run, in any language: "load 0.88, 1.39, 3.18", in German
+# with a decimal comma and set apart by semicolons ("Last 0,88; 1,39; 3,18").
+LOAD_AVERAGES = re.compile(r"\d[.,]\d\d[,，、;]\s?\d[.,]\d\d[,，、;]\s?\d[.,]\d\d")
 
 
 def soup(html):
