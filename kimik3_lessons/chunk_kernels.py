@@ -285,22 +285,16 @@ def launches(intra_chunk_kernel, T, K, V, chunk_size, heads, *, delta, decay, ha
              LAUNCH[step]) for step, kernel, grid, constexprs in steps]
 
 
-def launch_chunked(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_state=None,
-                   input_precision="ieee"):
-    """Run `mixer`'s chunked form as Triton kernels: its intra-chunk kernel over all (chunk, head) pairs,
-    the shared `chunk_scan_kernel` over (value block, head), then `chunk_output_kernel` over (block of
-    rows, value block, head). The one launcher of the four mixers.
-
-    The tensors must be those the mixer's declaration (`contract.Mixer`) names (`check_inputs`), and the
-    kernels' switches come from the tensors given: DELTA from beta, DECAY from g, HAS_S0 from the initial
-    state. Checks the options and where the tensors are (`check_triton_options`, `check_triton_inputs`),
-    computes in float32 whatever the input dtype; returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]
-    float32).
-    """
+def chunk_tensors(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_state=None,
+                  input_precision="ieee"):
+    """The tensors of `mixer`'s chunked form as its kernels name them (the table where this module begins):
+    the inputs, contiguous, in float32, and the intermediates and outputs, allocated. None for a tensor the
+    mixer does not have. Checks the inputs (`check_inputs`), the options (`check_triton_options`) and where
+    the tensors are (`check_triton_inputs`) first."""
     B, H, T, K, V = contract.check_inputs(q, k, v, g, beta, initial_state, **mixer.switches)
     contract.check_triton_options(chunk_size, input_precision)
     contract.check_triton_inputs(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state)
-    out_dtype, C, N = v.dtype, chunk_size, triton.cdiv(T, chunk_size)
+    C, N = chunk_size, triton.cdiv(T, chunk_size)
     q, k, v, g, beta, s0 = (None if x is None else x.to(torch.float32).contiguous()
                             for x in (q, k, v, g, beta, initial_state))
     delta, decay = beta is not None, g is not None
@@ -308,30 +302,53 @@ def launch_chunked(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_
     g_cum = contract.split_chunks(g, C).cumsum(3).flatten(2, 3).contiguous() if decay else None
     new = q.new_empty
     u = new(B, H, T, V) if delta else v                  # without the delta rule U = V, and U' = U
-    tensors = dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
-                   l_inv=new(B, H, T, C) if delta else None,
-                   w=new(B, H, T, K) if delta else None, u=u,
-                   qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
-                   decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),
-                   u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
-    for _, kernel, grid, constexprs, options in launches(mixer.intra_chunk_kernel, T, K, V, C, B * H,
-                                                         delta=delta, decay=decay, has_s0=s0 is not None,
-                                                         precision=input_precision):
-        launch(kernel, grid, tensors, options, **{"T": T, "K": K, "V": V, **constexprs})
-    return tensors["o"].to(out_dtype), tensors["s_out"]
+    return dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
+                l_inv=new(B, H, T, C) if delta else None,
+                w=new(B, H, T, K) if delta else None, u=u,
+                qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
+                decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),
+                u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
 
 
-def launch(kernel, grid, tensors, options, **scalars):
+def run(mixer, tensors, chunk_size, input_precision="ieee", steps=("intra", "scan", "output")):
+    """Launch `steps` of `mixer`'s chunked form (`launches`) on `tensors` (`chunk_tensors`)."""
+    (B, H, T, K), V = tensors["q"].shape, tensors["v"].shape[-1]
+    for step, kernel, grid, constexprs, options in launches(mixer.intra_chunk_kernel, T, K, V, chunk_size, B * H,
+                                                            delta=mixer.delta, decay=mixer.decay is not None,
+                                                            has_s0=tensors["s0"] is not None,
+                                                            precision=input_precision):
+        if step in steps:
+            launch(kernel, grid, tensors, options, **{"T": T, "K": K, "V": V, **constexprs})
+
+
+def launch_chunked(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_state=None,
+                   input_precision="ieee"):
+    """Run `mixer`'s chunked form as Triton kernels: its intra-chunk kernel over all (chunk, head) pairs,
+    the shared `chunk_scan_kernel` over (value block, head), then `chunk_output_kernel` over (block of
+    rows, value block, head). The one launcher of the four mixers.
+
+    The tensors must be those the mixer's declaration (`contract.Mixer`) names (`check_inputs`); the
+    kernels' switches come from the declaration and the initial state (HAS_S0). Computes in float32
+    whatever the input dtype; returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V] float32).
+    """
+    tensors = chunk_tensors(mixer, q, k, v, g, beta, chunk_size=chunk_size, initial_state=initial_state,
+                            input_precision=input_precision)
+    run(mixer, tensors, chunk_size, input_precision)
+    return tensors["o"].to(v.dtype), tensors["s_out"]
+
+
+def launch(kernel, grid, tensors, options, read_only_under=READ_ONLY_UNDER, **scalars):
     """kernel[grid](...) with each argument taken by name: from `scalars` (sizes and switches) or `tensors`.
 
     A tensor the kernel names but the mixer does not have (None) is allowed only where a switch that is
-    off keeps the kernel from reading it (`READ_ONLY_UNDER`); the kernel then gets q in its place (a
-    pointer it never follows). Anything else is a ValueError. `options`: num_warps, num_stages, maxnreg."""
+    off keeps the kernel from reading it (`read_only_under`, {tensor: switch}); the kernel then gets q in
+    its place (a pointer it never follows). Anything else is a ValueError. `options`: num_warps,
+    num_stages, maxnreg."""
     args = {}
     for name in kernel.arg_names:
         value = scalars[name] if name in scalars else tensors[name]
-        if value is None:
-            switch = READ_ONLY_UNDER.get(name)
+        if value is None and name not in scalars:       # a switch may be None (DECAY); a tensor may not
+            switch = read_only_under.get(name)
             if switch is None or scalars.get(switch, True):
                 raise ValueError(f"{kernel.fn.__name__} reads {name}, which was not given "
                                  f"(a kernel may skip a missing tensor only under a switch that is off)")
