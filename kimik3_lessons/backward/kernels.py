@@ -48,46 +48,67 @@ LAUNCH = dict(num_warps=8, num_stages=1, maxnreg=255)
 
 
 @triton.jit
-def chunk_product(
+def load_transposed(
     # pointers
-    p,          # [T, C]      P: one [C, C] matrix per chunk, rows t of the chunk
+    x,          # [T, width], row-major
+    # indices
+    t,          # [R]  the rows to read
+    cols,       # [S]  the columns to read
+    # sizes
+    T,
+    width,
+):
+    """The tile X[t, cols]^T, [S, R], of row-major [T, width] matrix x, read transposed (0 outside): a
+    transposed operand of `tl.dot` loaded as it is used, not loaded and then transposed on chip."""
+    return tl.load(x + t[None, :] * width + cols[:, None], mask=(t[None, :] < T) & (cols[:, None] < width),
+                   other=0.0)
+
+
+@triton.jit
+def chunk_product_rows(
+    # pointers
+    p,          # [T, C]      P, lower triangular: one [C, C] matrix per chunk
     x,          # [T, width]
     scale,      # [T]         a factor per row of x (read under SCALE)
     # indices
     n,          # the chunk
-    cols,       # [SLICE]     the columns of x
+    i0,         # the block's first row inside the chunk
+    cols,       # [BR]        the columns of x
     # sizes
     T,
     width,
     C: tl.constexpr,
-    SLICE: tl.constexpr,
+    BR: tl.constexpr,
     # switches
     TRANSPOSE: tl.constexpr,
     SCALE: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    """P X[:, cols] for chunk n (TRANSPOSE: P^T X[:, cols]), [C, SLICE]; under SCALE the rows of X are
-    multiplied by `scale` first (diag(scale) X, e.g. k_beta = diag(beta) K).
+    """Rows b = i0 ... i0 + BR - 1 of P X[:, cols] for chunk n (TRANSPOSE: of P^T X[:, cols]), [BR, BR];
+    under SCALE the rows of X are multiplied by `scale` first (diag(scale) X, e.g. k_beta = diag(beta) K).
 
-    P is read back from p SLICE columns at a time (for P^T, SLICE rows, transposed), each with the SLICE
-    rows of X it multiplies, and the products accumulate: every product is SLICE deep."""
-    t = n * C + tl.arange(0, C)
-    OUT = tl.zeros([C, SLICE], dtype=tl.float32)
-    for j0 in range(0, C, SLICE):
-        j = n * C + j0 + tl.arange(0, SLICE)                       # rows j of X: columns j of P
+    P is read back from memory one [BR, BR] block at a time, each with the BR rows of X it multiplies.
+    P is lower triangular, so row block b needs the blocks j <= b (TRANSPOSE: P^T's row block b is P's
+    column block b, which needs the rows a >= b): half of them."""
+    b = n * C + i0 + tl.arange(0, BR)
+    OUT = tl.zeros([BR, BR], dtype=tl.float32)
+    j0 = i0 if TRANSPOSE else 0
+    while j0 < (C if TRANSPOSE else i0 + BR):      # a runtime bound (i0 is): a while loop
+        j = n * C + j0 + tl.arange(0, BR)
         X_j = chunk_kernels.load_rows(x=x, t=j, cols=cols, T=T, width=width)
         if SCALE:
             X_j *= tl.load(scale + j, mask=j < T, other=0.0)[:, None]
         if TRANSPOSE:
-            P_j = tl.trans(chunk_kernels.load_rows(x=p, t=j, cols=tl.arange(0, C), T=T, width=C))
+            P_bj = load_transposed(x=p, t=j, cols=i0 + tl.arange(0, BR), T=T, width=C)     # P[j, b]^T
         else:
-            P_j = chunk_kernels.load_rows(x=p, t=t, cols=j0 + tl.arange(0, SLICE), T=T, width=C)
-        OUT = tl.dot(P_j, X_j, acc=OUT, input_precision=PRECISION)
+            P_bj = chunk_kernels.load_rows(x=p, t=b, cols=j0 + tl.arange(0, BR), T=T, width=C)  # P[b, j]
+        OUT = tl.dot(P_bj, X_j, acc=OUT, input_precision=PRECISION)
+        j0 += BR
     return OUT
 
 
 @triton.jit
-def decayed_product_slice(
+def decayed_product_rows(
     # pointers
     p,          # [T, C]        P, lower triangular: one [C, C] matrix per chunk
     y,          # [T, K]
@@ -95,67 +116,72 @@ def decayed_product_slice(
     g_cum,      # [N*C, K]      G = cumsum(g) inside each chunk, per channel
     # indices
     n,          # the chunk
-    cols,       # [SLICE]       the channels
+    i0,         # the block's first row inside the chunk
+    cols,       # [BR]          the channels
     # sizes
     T,
     K,
     C: tl.constexpr,
-    LOG_C: tl.constexpr,
-    SLICE: tl.constexpr,
+    BR: tl.constexpr,
     # switches
     TRANSPOSE: tl.constexpr,
     SCALE: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    """Z_i = sum_{j <= i} P_ij exp(G_i - G_j) * Y_j for chunk n and channels cols, [C, SLICE]
-    (`chunked.decayed_product` on a tile); TRANSPOSE: Z_j = sum_{i >= j} P_ij exp(G_i - G_j) * Y_i.
+    """Rows b = i0 ... i0 + BR - 1 of Z for chunk n and channels cols, [BR, BR] (`chunked.decayed_product`
+    on a tile):  Z_i = sum_{j <= i} P_ij exp(G_i - G_j) * Y_j;  TRANSPOSE: Z_j = sum_{i >= j} P_ij exp(G_i - G_j) * Y_i.
     Under SCALE the rows of Y are multiplied by `scale` first.
 
-    On the diagonal the factor is 1. Then level by level, blocks of s = C, C/2, ..., 2 rows: rows in the
-    lower half of a block meet columns in its upper half through the block's reference row r (the upper
-    half's last), exp(G_i - G_j) = exp(G_i - G_r) exp(G_r - G_j), both <= 1. The side summed over is scaled
-    to r and multiplied by P's quadrant, read back SLICE columns (or rows) at a time; the result is scaled
-    from r to its own rows."""
-    r = tl.arange(0, C)
-    t = n * C + r
-    G = chunk_kernels.load_rows(x=g_cum, t=t, cols=cols, T=n * C + C, width=K)
-    Y = chunk_kernels.load_rows(x=y, t=t, cols=cols, T=T, width=K)
-    if SCALE:
-        Y *= tl.load(scale + t, mask=t < T, other=0.0)[:, None]
-    Z = tl.load(p + t * C + r, mask=t < T, other=0.0)[:, None] * Y            # the diagonal
-    for level in range(LOG_C):
-        s = C >> level
-        half = s // 2
-        G_ref = chunk_kernels.load_rows(x=g_cum, t=n * C + (r // s) * s + half - 1, cols=cols, T=n * C + C,
-                                        width=K)                                # each row's reference
-        upper = (r % s) < half
-        ACC = tl.zeros([C, SLICE], dtype=tl.float32)
-        for j0 in range(0, C, SLICE):
-            j = j0 + tl.arange(0, SLICE)                    # the rows summed over, inside the chunk
-            G_j = chunk_kernels.load_rows(x=g_cum, t=n * C + j, cols=cols, T=n * C + C, width=K)
-            G_ref_j = chunk_kernels.load_rows(x=g_cum, t=n * C + (j // s) * s + half - 1, cols=cols,
-                                              T=n * C + C, width=K)
-            Y_j = chunk_kernels.load_rows(x=y, t=n * C + j, cols=cols, T=T, width=K)
+    The chunk is cut into blocks of BR rows. Every earlier block (TRANSPOSE: every later one) meets this
+    block through one reference row r between them, the row just before the block (TRANSPOSE: its last
+    row): exp(G_i - G_j) = exp(G_i - G_r) exp(G_r - G_j), both <= 1, so each such block is one product of
+    P's [BR, BR] block with the scaled rows of Y. Inside the block the factors are exact, one row of Y at
+    a time (exp of a masked difference, never positive). `kda.decayed_scores_tile` takes its pairs the
+    same way, through reference rows, at log2(C) levels instead of one level of blocks."""
+    b = n * C + i0 + tl.arange(0, BR)                                  # this block's rows
+    jj = tl.arange(0, BR)
+    G_b = chunk_kernels.load_rows(x=g_cum, t=b, cols=cols, T=n * C + C, width=K)
+    Z = tl.zeros([BR, BR], dtype=tl.float32)
+    if TRANSPOSE:           # the later blocks a, through r = this block's last row
+        G_r = tl.load(g_cum + (n * C + i0 + BR - 1) * K + cols, mask=cols < K, other=0.0)
+        a0 = i0 + BR
+        while a0 < C:       # a runtime bound (i0 is): a while loop
+            a = n * C + a0 + jj
+            Y_a = chunk_kernels.load_rows(x=y, t=a, cols=cols, T=T, width=K)
             if SCALE:
-                Y_j *= tl.load(scale + n * C + j, mask=n * C + j < T, other=0.0)[:, None]
-            same_block = (r[:, None] // s) == (j[None, :] // s)
-            if TRANSPOSE:    # sum over rows i (lower halves) for columns j (upper halves): P^T's quadrant
-                lower_j = (j % s) >= half
-                Y_j = tl.where(lower_j[:, None], Y_j * tl.exp(tl.where(lower_j[:, None], G_j - G_ref_j, 0.0)),
-                               0.0)
-                P_j = tl.trans(chunk_kernels.load_rows(x=p, t=n * C + j, cols=r, T=T, width=C))   # [C, SLICE]
-                quadrant = same_block & upper[:, None] & lower_j[None, :]
-            else:            # sum over columns j (upper halves) for rows i (lower halves)
-                upper_j = (j % s) < half
-                Y_j = tl.where(upper_j[:, None], Y_j * tl.exp(tl.where(upper_j[:, None], G_ref_j - G_j, 0.0)),
-                               0.0)
-                P_j = chunk_kernels.load_rows(x=p, t=t, cols=j, T=T, width=C)
-                quadrant = same_block & (~upper)[:, None] & upper_j[None, :]
-            ACC = tl.dot(tl.where(quadrant, P_j, 0.0), Y_j, acc=ACC, input_precision=PRECISION)
-        if TRANSPOSE:        # from the reference row to the columns j (upper halves)
-            Z += tl.where(upper[:, None], ACC * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)
-        else:                # from the reference row to the rows i (lower halves)
-            Z += tl.where(upper[:, None], 0.0, ACC * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref)))
+                Y_a *= tl.load(scale + a, mask=a < T, other=0.0)[:, None]
+            Y_a *= tl.exp(chunk_kernels.load_rows(x=g_cum, t=a, cols=cols, T=n * C + C, width=K) - G_r[None, :])
+            P_ab = chunk_kernels.load_rows(x=p, t=a, cols=i0 + jj, T=T, width=C)           # P[a, b]
+            Z = tl.dot(tl.trans(P_ab), Y_a, acc=Z, input_precision=PRECISION)
+            a0 += BR
+        Z *= tl.exp(G_r[None, :] - G_b)
+    else:                   # the earlier blocks j, through r = the row before this block
+        G_r = tl.load(g_cum + (n * C + tl.maximum(i0 - 1, 0)) * K + cols, mask=cols < K, other=0.0)  # i0 = 0: no block
+        j0 = 0
+        while j0 < i0:
+            j = n * C + j0 + jj
+            Y_j = chunk_kernels.load_rows(x=y, t=j, cols=cols, T=T, width=K)
+            if SCALE:
+                Y_j *= tl.load(scale + j, mask=j < T, other=0.0)[:, None]
+            Y_j *= tl.exp(G_r[None, :] - chunk_kernels.load_rows(x=g_cum, t=j, cols=cols, T=n * C + C, width=K))
+            P_bj = chunk_kernels.load_rows(x=p, t=b, cols=j0 + jj, T=T, width=C)           # P[b, j]
+            Z = tl.dot(P_bj, Y_j, acc=Z, input_precision=PRECISION)
+            j0 += BR
+        Z *= tl.exp(G_b - G_r[None, :])
+    for m in range(BR):     # inside the block: row m of Y, with its exact factors
+        row_m = n * C + i0 + m + tl.arange(0, 1)                        # row m, a [1] index
+        Y_m = chunk_kernels.load_rows(x=y, t=row_m, cols=cols, T=T, width=K)                # [1, BR]
+        if SCALE:
+            Y_m *= tl.load(scale + row_m, mask=row_m < T, other=0.0)[:, None]
+        G_m = chunk_kernels.load_rows(x=g_cum, t=row_m, cols=cols, T=n * C + C, width=K)
+        if TRANSPOSE:       # Z_j += P_mj exp(G_m - G_j) Y_m for j <= m
+            keep = (jj <= m)[:, None]
+            P_m = load_transposed(x=p, t=row_m, cols=i0 + jj, T=T, width=C)   # P[m, b]: [BR, 1]
+            Z += tl.where(keep, P_m * tl.exp(tl.where(keep, G_m - G_b, 0.0)), 0.0) * Y_m
+        else:               # Z_i += P_im exp(G_i - G_m) Y_m for i >= m
+            keep = (jj >= m)[:, None]
+            P_m = chunk_kernels.load_rows(x=p, t=b, cols=i0 + m + tl.arange(0, 1), T=T, width=C)   # P[b, m]
+            Z += tl.where(keep, P_m * tl.exp(tl.where(keep, G_b - G_m, 0.0)), 0.0) * Y_m
     return Z
 
 
@@ -166,16 +192,16 @@ def decayed_product_slice(
 @triton.jit
 def chunk_walk_backward_kernel(
     # pointers: inputs
-    a_qk,       # [B*H, T, C]     A_qk,n
     qd,         # [B*H, T, K]     Qd_n
     kd,         # [B*H, T, K]     Kd_n
     w,          # [B*H, T, K]     W_n (read under DELTA)
     decay,      # [B*H, N, K]     d_n, one factor per key row (read under DECAY)
     do,         # [B*H, T, V]     dO
     ds_t,       # [B*H, K, V]     the gradient of the final state (read under HAS_DS_T)
+    # pointers: inputs and outputs
+    du_new,     # [B*H, T, V]     in: A_qk,n^T dO_n (`chunk_output_backward_kernel`); out: dU'_n
     # pointers: outputs
     dh,         # [B*H, N, K, V]  dS_{n+1}, the gradient of the state chunk n leaves
-    du_new,     # [B*H, T, V]     dU'_n
     ds0,        # [B*H, K, V]     the gradient of the initial state
     # sizes
     T,
@@ -185,6 +211,7 @@ def chunk_walk_backward_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     BR: tl.constexpr,
+    SLICE: tl.constexpr,
     # switches
     SPLIT_K: tl.constexpr,
     DELTA: tl.constexpr,
@@ -196,19 +223,18 @@ def chunk_walk_backward_kernel(
     i_v*BV ... i_v*BV + BV - 1, with dS on chip from ds_t (or zeros) to ds0:
 
         dh_n  = dS                                        the gradient of S_{n+1}, for the next kernel
-        dU'_n = A_qk,n^T dO_n + Kd_n dS                  (written to du_new)
+        dU'_n = A_qk,n^T dO_n + Kd_n dS                  (A_qk^T dO read from du_new, dU' written there)
         dS   <- d_n * dS + Qd_n^T dO_n - W_n^T dU'_n     (W under DELTA; d_n under DECAY, else 1)
 
     Kd and W trade places with the forward: there Kd^T U' is written into S and W S read out of it. dS
     is one [BK, BV] tile or two (SPLIT_K: the key rows 0..BK-1, dS_top, and BK..K-1, dS_bottom); the
-    chunk's rows are taken BR at a time, each row of dU' needing only its row of Kd and its column of A_qk.
+    chunk's rows are taken BR at a time, each row of dU' needing only its row of Kd.
     """
     i_v = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     cols_k = tl.arange(0, BK)
     cols_v = i_v * BV + tl.arange(0, BV)
     N = tl.cdiv(T, C)
-    a_qk += bh * T * C
     qd += bh * T * K
     kd += bh * T * K
     w += bh * T * K
@@ -229,29 +255,26 @@ def chunk_walk_backward_kernel(
         chunk_kernels.store_rows(x=dh + n * K * V, t=cols_k, cols=cols_v, X=dS_top, T=K, width=V)
         if SPLIT_K:
             chunk_kernels.store_rows(x=dh + n * K * V, t=BK + cols_k, cols=cols_v, X=dS_bottom, T=K, width=V)
-        chunk = n * C + tl.arange(0, C)
-        dO_n = chunk_kernels.load_rows(x=do, t=chunk, cols=cols_v, T=T, width=V)          # [C, BV]
         Write_top = tl.zeros([BK, BV], dtype=tl.float32)     # Qd^T dO - W^T dU', into dS
         Write_bottom = tl.zeros([BK, BV], dtype=tl.float32)
         for r0 in range(0, C, BR):
             t = n * C + r0 + tl.arange(0, BR)
-            A_t = chunk_kernels.load_rows(x=a_qk, t=chunk, cols=r0 + tl.arange(0, BR), T=T, width=C)  # [C, BR]
-            dU_t = tl.dot(tl.trans(A_t), dO_n, input_precision=PRECISION)
+            dU_t = chunk_kernels.load_rows(x=du_new, t=t, cols=cols_v, T=T, width=V)           # A_qk^T dO
             dU_t += chunk_kernels.times_state(x=kd, t=t, T=T, K=K, S_top=dS_top, S_bottom=dS_bottom, BK=BK,
-                                              SPLIT_K=SPLIT_K, PRECISION=PRECISION)
+                                              SPLIT_K=SPLIT_K, PRECISION=PRECISION)        # + Kd_t dS
             chunk_kernels.store_rows(x=du_new, t=t, cols=cols_v, X=dU_t, T=T, width=V)
             dO_t = chunk_kernels.load_rows(x=do, t=t, cols=cols_v, T=T, width=V)
-            Write_top += tl.dot(tl.trans(chunk_kernels.load_rows(x=qd, t=t, cols=cols_k, T=T, width=K)), dO_t,
+            Write_top += tl.dot(load_transposed(x=qd, t=t, cols=cols_k, T=T, width=K), dO_t,
                                 input_precision=PRECISION)
             if DELTA:
-                Write_top -= tl.dot(tl.trans(chunk_kernels.load_rows(x=w, t=t, cols=cols_k, T=T, width=K)),
+                Write_top -= tl.dot(load_transposed(x=w, t=t, cols=cols_k, T=T, width=K),
                                     dU_t, input_precision=PRECISION)
             if SPLIT_K:
-                Write_bottom += tl.dot(tl.trans(chunk_kernels.load_rows(x=qd, t=t, cols=BK + cols_k, T=T,
-                                                                        width=K)), dO_t, input_precision=PRECISION)
+                Write_bottom += tl.dot(load_transposed(x=qd, t=t, cols=BK + cols_k, T=T,
+                                                                        width=K), dO_t, input_precision=PRECISION)
                 if DELTA:
-                    Write_bottom -= tl.dot(tl.trans(chunk_kernels.load_rows(x=w, t=t, cols=BK + cols_k, T=T,
-                                                                            width=K)), dU_t,
+                    Write_bottom -= tl.dot(load_transposed(x=w, t=t, cols=BK + cols_k, T=T,
+                                                                            width=K), dU_t,
                                            input_precision=PRECISION)
         if DECAY is not None:
             dS_top *= tl.load(decay + n * K + cols_k, mask=cols_k < K, other=1.0)[:, None]
@@ -266,86 +289,148 @@ def chunk_walk_backward_kernel(
 
 
 @triton.jit
-def chunk_state_grad_kernel(
+def chunk_output_backward_kernel(
     # pointers: inputs
-    do,         # [B*H, T, V]     dO
+    a_qk,       # [B*H, T, C]     A_qk,n
     u_new,      # [B*H, T, V]     U'_n
-    du_new,     # [B*H, T, V]     dU'_n (read under DELTA)
     h,          # [B*H, N, K, V]  S_n
-    dh,         # [B*H, N, K, V]  dS_{n+1}
+    do,         # [B*H, T, V]     dO
     # pointers: outputs
+    da_qk,      # [B*H, T, C]     dA_qk
     dqd,        # [B*H, T, K]     dQd
-    dw,         # [B*H, T, K]     dW (written under DELTA)
-    dkd,        # [B*H, T, K]     dKd
-    da_qk,      # [B*H, T, C]     dA_qk (written by the first key block)
-    ddecay,     # [B*H, N, K]     dd (written under DECAY)
+    du_new,     # [B*H, T, V]     A_qk^T dO (the walk adds Kd dS)
     # sizes
     T,
     K,
     V,
     C: tl.constexpr,
     BK: tl.constexpr,
-    SLICE: tl.constexpr,
+    BR: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+):
+    """Step 3', the backward of O_n = Qd_n S_n + A_qk,n U'_n, for rows b = i_r*BR ... i_r*BR + BR - 1 (in
+    chunk n), every chunk at once (one program per block of BR rows and head, as
+    `chunk_kernels.chunk_output_kernel`):
+
+        dA_qk = tril(dO U'^T)      dQd = dO S_n^T      A_qk^T dO (what the walk starts dU' from)
+
+    V is summed BR columns at a time, K taken BK columns at a time; A_qk^T's rows b need A_qk's rows
+    a >= b only (it is lower triangular)."""
+    i_r = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    N = tl.cdiv(T, C)
+    n = i_r * BR // C
+    i0 = i_r * BR - n * C                       # the block's first row inside the chunk
+    b = i_r * BR + tl.arange(0, BR)
+    r = tl.arange(0, C)
+    a_qk += bh * T * C
+    u_new += bh * T * V
+    h += (bh * N + n) * K * V
+    do += bh * T * V
+    da_qk += bh * T * C
+    dqd += bh * T * K
+    du_new += bh * T * V
+    dA_qk = tl.zeros([BR, C], dtype=tl.float32)
+    v0 = 0
+    while v0 < V:               # a runtime bound: a while loop
+        cols = v0 + tl.arange(0, BR)
+        dO_b = chunk_kernels.load_rows(x=do, t=b, cols=cols, T=T, width=V)
+        dA_qk = tl.dot(dO_b, load_transposed(x=u_new, t=n * C + r, cols=cols, T=T, width=V), acc=dA_qk,
+                       input_precision=PRECISION)
+        A_dO = tl.zeros([BR, BR], dtype=tl.float32)
+        a0 = i0
+        while a0 < C:           # A_qk^T dO for rows b: A_qk's rows a >= b
+            a = n * C + a0 + tl.arange(0, BR)
+            A_dO = tl.dot(load_transposed(x=a_qk, t=a, cols=i0 + tl.arange(0, BR), T=T, width=C),
+                          chunk_kernels.load_rows(x=do, t=a, cols=cols, T=T, width=V), acc=A_dO,
+                          input_precision=PRECISION)
+            a0 += BR
+        chunk_kernels.store_rows(x=du_new, t=b, cols=cols, X=A_dO, T=T, width=V)
+        v0 += BR
+    causal = r[None, :] <= (i0 + tl.arange(0, BR))[:, None]      # A_qk's entries: j <= i inside the chunk
+    chunk_kernels.store_rows(x=da_qk, t=b, cols=r, X=tl.where(causal, dA_qk, 0.0), T=T, width=C)
+    k0 = 0
+    while k0 < K:
+        rows = k0 + tl.arange(0, BK)            # key rows of the state, key columns of dQd
+        dQd = tl.zeros([BR, BK], dtype=tl.float32)
+        v0 = 0
+        while v0 < V:
+            cols = v0 + tl.arange(0, BR)
+            dQd = tl.dot(chunk_kernels.load_rows(x=do, t=b, cols=cols, T=T, width=V),
+                         load_transposed(x=h, t=rows, cols=cols, T=K, width=V), acc=dQd, input_precision=PRECISION)
+            v0 += BR
+        chunk_kernels.store_rows(x=dqd, t=b, cols=rows, X=dQd, T=T, width=K)
+        k0 += BK
+
+
+@triton.jit
+def chunk_state_grad_kernel(
+    # pointers: inputs
+    u_new,      # [B*H, T, V]     U'_n
+    du_new,     # [B*H, T, V]     dU'_n (read under DELTA)
+    h,          # [B*H, N, K, V]  S_n
+    dh,         # [B*H, N, K, V]  dS_{n+1}
+    # pointers: outputs
+    dw,         # [B*H, T, K]     dW (written under DELTA)
+    dkd,        # [B*H, T, K]     dKd
+    ddecay,     # [B*H, N, K]     dd (written under DECAY, by each chunk's first block of rows)
+    # sizes
+    T,
+    K,
+    V,
+    C: tl.constexpr,
+    BK: tl.constexpr,
+    BR: tl.constexpr,
     # switches
     DELTA: tl.constexpr,
     DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     PRECISION: tl.constexpr,
 ):
-    """What the states give chunk n, for key columns i_k*BK ... i_k*BK + BK - 1, summed over V in slices:
+    """After the walk, what the states give rows b = i_r*BR ... i_r*BR + BR - 1 (in chunk n):
 
-        dQd = dO S_n^T      dW = -dU' S_n^T      dKd = U' dh_n^T      dd = rowsum(S_n * dh_n)
-        dA_qk = tril(dO U'^T)          (by the programs of the first key block only: it has no key column)
+        dW = -dU' S_n^T      dKd = U' dh_n^T      dd = rowsum(S_n * dh_n)
 
-    the gradients of O_n = Qd_n S_n + A_qk U'_n, U'_n = U_n - W_n S_n and S_{n+1} = d_n * S_n + Kd_n^T U'_n
-    that need S_n or dS_{n+1}. One program per (chunk, key block, head): every chunk at once."""
-    n = tl.program_id(0)
-    i_k = tl.program_id(1)
-    bh = tl.program_id(2).to(tl.int64)
+    the gradients of U'_n = U_n - W_n S_n and S_{n+1} = d_n * S_n + Kd_n^T U'_n that need dS_{n+1} or dU'.
+    K is taken BK columns at a time, V summed BR columns at a time."""
+    i_r = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
     N = tl.cdiv(T, C)
-    r = tl.arange(0, C)
-    t = n * C + r
-    rows = i_k * BK + tl.arange(0, BK)              # key rows of the state, key columns of dQd, dW, dKd
-    do += bh * T * V
+    n = i_r * BR // C
+    b = i_r * BR + tl.arange(0, BR)
     u_new += bh * T * V
     du_new += bh * T * V
     h += (bh * N + n) * K * V
     dh += (bh * N + n) * K * V
-    dqd += bh * T * K
     dw += bh * T * K
     dkd += bh * T * K
-    da_qk += bh * T * C
     ddecay += (bh * N + n) * K
-    dQd = tl.zeros([C, BK], dtype=tl.float32)
-    dW = tl.zeros([C, BK], dtype=tl.float32)
-    dKd = tl.zeros([C, BK], dtype=tl.float32)
-    dDecay = tl.zeros([BK], dtype=tl.float32)
-    dA_qk = tl.zeros([C, C], dtype=tl.float32)
-    v0 = 0
-    while v0 < V:               # a runtime bound: a while loop
-        cols = v0 + tl.arange(0, SLICE)
-        dO = chunk_kernels.load_rows(x=do, t=t, cols=cols, T=T, width=V)
-        U_new = chunk_kernels.load_rows(x=u_new, t=t, cols=cols, T=T, width=V)
-        S = chunk_kernels.load_rows(x=h, t=rows, cols=cols, T=K, width=V)             # [BK, SLICE]
-        dS = chunk_kernels.load_rows(x=dh, t=rows, cols=cols, T=K, width=V)
-        dQd = tl.dot(dO, tl.trans(S), acc=dQd, input_precision=PRECISION)
-        dKd = tl.dot(U_new, tl.trans(dS), acc=dKd, input_precision=PRECISION)
+    k0 = 0
+    while k0 < K:               # a runtime bound: a while loop
+        rows = k0 + tl.arange(0, BK)            # key rows of the state, key columns of dW, dKd
+        dW = tl.zeros([BR, BK], dtype=tl.float32)
+        dKd = tl.zeros([BR, BK], dtype=tl.float32)
+        dDecay = tl.zeros([BK], dtype=tl.float32)
+        v0 = 0
+        while v0 < V:
+            cols = v0 + tl.arange(0, BR)
+            dKd = tl.dot(chunk_kernels.load_rows(x=u_new, t=b, cols=cols, T=T, width=V),
+                         load_transposed(x=dh, t=rows, cols=cols, T=K, width=V), acc=dKd, input_precision=PRECISION)
+            if DELTA:
+                dW = tl.dot(chunk_kernels.load_rows(x=du_new, t=b, cols=cols, T=T, width=V),
+                            load_transposed(x=h, t=rows, cols=cols, T=K, width=V), acc=dW,
+                            input_precision=PRECISION)
+            if DECAY is not None:
+                dDecay += tl.sum(chunk_kernels.load_rows(x=h, t=rows, cols=cols, T=K, width=V)
+                                 * chunk_kernels.load_rows(x=dh, t=rows, cols=cols, T=K, width=V), axis=1)
+            v0 += BR
+        chunk_kernels.store_rows(x=dkd, t=b, cols=rows, X=dKd, T=T, width=K)
         if DELTA:
-            dU_new = chunk_kernels.load_rows(x=du_new, t=t, cols=cols, T=T, width=V)
-            dW = tl.dot(dU_new, tl.trans(S), acc=dW, input_precision=PRECISION)
+            chunk_kernels.store_rows(x=dw, t=b, cols=rows, X=-dW, T=T, width=K)
         if DECAY is not None:
-            dDecay += tl.sum(S * dS, axis=1)
-        if i_k == 0:
-            dA_qk = tl.dot(dO, tl.trans(U_new), acc=dA_qk, input_precision=PRECISION)
-        v0 += SLICE
-    chunk_kernels.store_rows(x=dqd, t=t, cols=rows, X=dQd, T=T, width=K)
-    chunk_kernels.store_rows(x=dkd, t=t, cols=rows, X=dKd, T=T, width=K)
-    if DELTA:
-        chunk_kernels.store_rows(x=dw, t=t, cols=rows, X=-dW, T=T, width=K)
-    if DECAY is not None:
-        tl.store(ddecay + rows, dDecay, mask=rows < K)
-    if i_k == 0:
-        chunk_kernels.store_rows(x=da_qk, t=t, cols=r, X=tl.where(r[:, None] >= r[None, :], dA_qk, 0.0), T=T,
-                                 width=C)
+            if i_r * BR % C == 0:           # the chunk's first block of rows writes dd
+                tl.store(ddecay + rows, dDecay, mask=rows < K)
+        k0 += BK
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -353,18 +438,20 @@ def chunk_state_grad_kernel(
 
 
 @triton.jit
-def wy_backward_slices(
+def wy_backward(
     # pointers: inputs
     l_inv,      # [T, C]      L_inv = (I + A)^{-1}, as the forward's intra-chunk kernel stored it
     w,          # [T, K]      W
     u,          # [T, V]      U
     v,          # [T, V]
     beta,       # [T]
+    g_cum,      # [N*C]       G = cumsum(g) inside each chunk (read under DECAY "head")
     dw,         # [T, K]      dW
     du,         # [T, V]      dU (= dU')
     # pointers: outputs
     dv,         # [T, V]      dv = diag(beta) dv_beta
     dk_beta,    # [T, K]      dk_beta = L_inv^T dW (the caller adds to it; its dk)
+    da,         # [T, C]      dA (DECAY "head": dA * Gamma)
     # indices
     n,          # the chunk
     # sizes
@@ -372,41 +459,74 @@ def wy_backward_slices(
     K,
     V,
     C: tl.constexpr,
+    BR: tl.constexpr,
     SLICE: tl.constexpr,
     # switches
+    DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     PRECISION: tl.constexpr,
 ):
-    """The backward of the WY form (`chunked.wy_backward`) for chunk n, SLICE columns at a time:
+    """The backward of the WY form (`chunked.wy_backward`) for chunk n, in three passes over memory:
 
-        dv_beta = L_inv^T dU,  dk_beta = L_inv^T dW,  dA = -(dk_beta W^T + dv_beta U^T), strictly lower
+        dv_beta = L_inv^T dU,  dk_beta = L_inv^T dW                  in [BR, BR] blocks
+        dA = -(dk_beta W^T + dv_beta U^T), strictly lower            BR rows at a time
+        dv = diag(beta) dv_beta
 
-    Writes dv = diag(beta) dv_beta and dk_beta; returns (dA [C, C], rowsum(dv_beta * V) [C], beta's
-    gradient through v_beta)."""
+    With a decay per head, dA * Gamma is written (Gamma_ij = exp(G_i - G_j)): what the caller multiplies
+    by K. Returns rowsum(dv_beta * V) [C], beta's gradient through v_beta. No [C, C] tile is ever held:
+    dv_beta and dk_beta go to memory (dv, dk_beta) and come back BR rows at a time."""
     r = tl.arange(0, C)
     t = n * C + r
+    for i0 in range(0, C, BR):
+        b = n * C + i0 + tl.arange(0, BR)
+        c0 = 0
+        while c0 < V:           # a runtime bound: a while loop
+            cols = c0 + tl.arange(0, BR)
+            dV_beta = chunk_product_rows(p=l_inv, x=du, scale=beta, n=n, i0=i0, cols=cols, T=T, width=V, C=C,
+                                         BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+            chunk_kernels.store_rows(x=dv, t=b, cols=cols, X=dV_beta, T=T, width=V)
+            c0 += BR
+        c0 = 0
+        while c0 < K:
+            cols = c0 + tl.arange(0, BR)
+            dK_beta = chunk_product_rows(p=l_inv, x=dw, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C,
+                                         BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+            chunk_kernels.store_rows(x=dk_beta, t=b, cols=cols, X=dK_beta, T=T, width=K)
+            c0 += BR
+    tl.debug_barrier()          # dv_beta and dk_beta are in memory before any thread reads them back
+    for i0 in range(0, C, BR):
+        i = i0 + tl.arange(0, BR)
+        dA = tl.zeros([BR, C], dtype=tl.float32)
+        c0 = 0
+        while c0 < K:
+            cols = c0 + tl.arange(0, SLICE)
+            dA = tl.dot(chunk_kernels.load_rows(x=dk_beta, t=n * C + i, cols=cols, T=T, width=K),
+                        load_transposed(x=w, t=t, cols=cols, T=T, width=K), acc=dA,
+                        input_precision=PRECISION)
+            c0 += SLICE
+        c0 = 0
+        while c0 < V:
+            cols = c0 + tl.arange(0, SLICE)
+            dA = tl.dot(chunk_kernels.load_rows(x=dv, t=n * C + i, cols=cols, T=T, width=V),
+                        load_transposed(x=u, t=t, cols=cols, T=T, width=V), acc=dA,
+                        input_precision=PRECISION)
+            c0 += SLICE
+        lower = i[:, None] > r[None, :]
+        if DECAY == "head":     # dA * Gamma, Gamma_ij = exp(G_i - G_j)
+            G_i = tl.load(g_cum + n * C + i)
+            G = tl.load(g_cum + t)
+            dA *= tl.exp(tl.where(lower, G_i[:, None] - G[None, :], 0.0))
+        chunk_kernels.store_rows(x=da, t=n * C + i, cols=r, X=tl.where(lower, -dA, 0.0), T=T, width=C)
+    tl.debug_barrier()          # every thread has read dv_beta before dv overwrites it
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    dA = tl.zeros([C, C], dtype=tl.float32)
     dBeta = tl.zeros([C], dtype=tl.float32)
     c0 = 0
-    while c0 < V:               # a runtime bound: a while loop
+    while c0 < V:
         cols = c0 + tl.arange(0, SLICE)
-        dV_beta = chunk_product(p=l_inv, x=du, scale=beta, n=n, cols=cols, T=T, width=V, C=C, SLICE=SLICE,
-                                TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
-        dA = tl.dot(dV_beta, tl.trans(chunk_kernels.load_rows(x=u, t=t, cols=cols, T=T, width=V)), acc=dA,
-                    input_precision=PRECISION)
+        dV_beta = chunk_kernels.load_rows(x=dv, t=t, cols=cols, T=T, width=V)
         dBeta += tl.sum(dV_beta * chunk_kernels.load_rows(x=v, t=t, cols=cols, T=T, width=V), axis=1)
         chunk_kernels.store_rows(x=dv, t=t, cols=cols, X=Beta[:, None] * dV_beta, T=T, width=V)
         c0 += SLICE
-    c0 = 0
-    while c0 < K:
-        cols = c0 + tl.arange(0, SLICE)
-        dK_beta = chunk_product(p=l_inv, x=dw, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                                TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
-        dA = tl.dot(dK_beta, tl.trans(chunk_kernels.load_rows(x=w, t=t, cols=cols, T=T, width=K)), acc=dA,
-                    input_precision=PRECISION)
-        chunk_kernels.store_rows(x=dk_beta, t=t, cols=cols, X=dK_beta, T=T, width=K)
-        c0 += SLICE
-    return tl.where(r[:, None] > r[None, :], -dA, 0.0), dBeta
+    return dBeta
 
 
 @triton.jit
@@ -424,6 +544,7 @@ def linear_attention_intra_backward_kernel(
     T,
     K,
     C: tl.constexpr,
+    BR: tl.constexpr,
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
@@ -441,18 +562,20 @@ def linear_attention_intra_backward_kernel(
     dkd += bh * T * K
     dq += bh * T * K
     dk += bh * T * K
-    c0 = 0
-    while c0 < K:               # a runtime bound: a while loop
-        cols = c0 + tl.arange(0, SLICE)
-        dQ = chunk_product(p=da_qk, x=k, scale=k, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                           TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
-        dK = chunk_product(p=da_qk, x=q, scale=q, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                           TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
-        dQ += chunk_kernels.load_rows(x=dqd, t=t, cols=cols, T=T, width=K)
-        dK += chunk_kernels.load_rows(x=dkd, t=t, cols=cols, T=T, width=K)
-        chunk_kernels.store_rows(x=dq, t=t, cols=cols, X=dQ, T=T, width=K)
-        chunk_kernels.store_rows(x=dk, t=t, cols=cols, X=dK, T=T, width=K)
-        c0 += SLICE
+    for i0 in range(0, C, BR):
+        b = n * C + i0 + tl.arange(0, BR)
+        c0 = 0
+        while c0 < K:           # a runtime bound: a while loop
+            cols = c0 + tl.arange(0, BR)
+            dQ = chunk_product_rows(p=da_qk, x=k, scale=k, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                    TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
+            dK = chunk_product_rows(p=da_qk, x=q, scale=q, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                    TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+            dQ += chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
+            dK += chunk_kernels.load_rows(x=dkd, t=b, cols=cols, T=T, width=K)
+            chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
+            chunk_kernels.store_rows(x=dk, t=b, cols=cols, X=dK, T=T, width=K)
+            c0 += BR
 
 
 @triton.jit
@@ -481,13 +604,14 @@ def deltanet_intra_backward_kernel(
     K,
     V,
     C: tl.constexpr,
+    BR: tl.constexpr,
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
 ):
     """Lesson 03's backward plus the WY form's (`chunked.deltanet_factors_backward`), for chunk n:
 
-        dv, dk_beta, dA       `wy_backward_slices`
+        dv, dk_beta, dA       `wy_backward`
         dk_beta += dA K,   dk = dA^T k_beta + beta dk_beta + dA_qk^T Q + dKd,   dq = dA_qk K + dQd
         dbeta = rowsum(dk_beta * K) + rowsum(dv_beta * V)
 
@@ -513,31 +637,34 @@ def deltanet_intra_backward_kernel(
     dk += bh * T * K
     dv += bh * T * V
     dbeta += bh * T
-    Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    dA, dBeta = wy_backward_slices(l_inv=l_inv, w=w, u=u, v=v, beta=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
-                                   n=n, T=T, K=K, V=V, C=C, SLICE=SLICE, PRECISION=PRECISION)
-    chunk_kernels.store_rows(x=da, t=t, cols=r, X=dA, T=T, width=C)
-    tl.debug_barrier()          # dA and dk_beta are in memory before any thread reads a slice back
-    c0 = 0
-    while c0 < K:               # a runtime bound: a while loop
-        cols = c0 + tl.arange(0, SLICE)
-        K_c = chunk_kernels.load_rows(x=k, t=t, cols=cols, T=T, width=K)
-        dK_beta = chunk_kernels.load_rows(x=dk, t=t, cols=cols, T=T, width=K)
-        dK_beta += chunk_product(p=da, x=k, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                                 TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
-        dBeta += tl.sum(dK_beta * K_c, axis=1)
-        dK = Beta[:, None] * dK_beta + chunk_kernels.load_rows(x=dkd, t=t, cols=cols, T=T, width=K)
-        dK += chunk_product(p=da, x=k, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                            TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)
-        dK += chunk_product(p=da_qk, x=q, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                            TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
-        dQ = chunk_product(p=da_qk, x=k, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                           TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
-        dQ += chunk_kernels.load_rows(x=dqd, t=t, cols=cols, T=T, width=K)
-        chunk_kernels.store_rows(x=dq, t=t, cols=cols, X=dQ, T=T, width=K)
-        chunk_kernels.store_rows(x=dk, t=t, cols=cols, X=dK, T=T, width=K)
-        c0 += SLICE
-    tl.store(dbeta + t, dBeta, mask=t < T)
+    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
+                        da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY=None, PRECISION=PRECISION)
+    tl.store(dbeta + t, dBeta, mask=t < T)            # beta's gradient through V; the rest is added below
+    tl.debug_barrier()          # dA, dk_beta and dbeta are in memory before any thread reads them back
+    for i0 in range(0, C, BR):
+        b = n * C + i0 + tl.arange(0, BR)
+        Beta_b = tl.load(beta + b, mask=b < T, other=0.0)[:, None]
+        dBeta_b = tl.load(dbeta + b, mask=b < T, other=0.0)
+        c0 = 0
+        while c0 < K:           # a runtime bound: a while loop
+            cols = c0 + tl.arange(0, BR)
+            K_b = chunk_kernels.load_rows(x=k, t=b, cols=cols, T=T, width=K)
+            dK_beta = chunk_kernels.load_rows(x=dk, t=b, cols=cols, T=T, width=K)
+            dK_beta += chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                          TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)       # + dA K
+            dBeta_b += tl.sum(dK_beta * K_b, axis=1)
+            dK = Beta_b * dK_beta + chunk_kernels.load_rows(x=dkd, t=b, cols=cols, T=T, width=K)
+            dK += chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                     TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)          # dA^T k_beta
+            dK += chunk_product_rows(p=da_qk, x=q, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                     TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)         # dA_qk^T Q
+            dQ = chunk_product_rows(p=da_qk, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                    TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)         # dA_qk K
+            dQ += chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
+            chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
+            chunk_kernels.store_rows(x=dk, t=b, cols=cols, X=dK, T=T, width=K)
+            c0 += BR
+        tl.store(dbeta + b, dBeta_b, mask=b < T)
 
 
 @triton.jit
@@ -570,6 +697,7 @@ def gated_deltanet_intra_backward_kernel(
     K,
     V,
     C: tl.constexpr,
+    BR: tl.constexpr,
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
@@ -610,52 +738,72 @@ def gated_deltanet_intra_backward_kernel(
     dv += bh * T * V
     dbeta += bh * T
     dg_cum += bh * N * C                                                                    # decay
-    Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    G = tl.load(g_cum + t)                                                                  # decay
+    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=g_cum, dw=dw, du=du_new, dv=dv,
+                        dk_beta=dk, da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY="head",
+                        PRECISION=PRECISION)                                                # decay: dA * Gamma
+    tl.store(dbeta + t, dBeta, mask=t < T)            # beta's gradient through V; the rest is added below
+    dG_cols = tl.zeros([C], dtype=tl.float32)                                               # decay
+    for i0 in range(0, C, BR):      # pair(dA_qk * A_qk), then dA_qk * Gamma, BR rows at a time: decay
+        b = n * C + i0 + tl.arange(0, BR)
+        dA_qk = chunk_kernels.load_rows(x=da_qk, t=b, cols=r, T=T, width=C)
+        E = dA_qk * chunk_kernels.load_rows(x=a_qk, t=b, cols=r, T=T, width=C)
+        tl.store(dg_cum + b, tl.sum(E, axis=1))             # rowsum(E): dG of these rows, so far
+        dG_cols += tl.sum(E, axis=0)                        # colsum(E): subtracted below
+        lower = (i0 + tl.arange(0, BR))[:, None] >= r[None, :]
+        Gamma = tl.exp(tl.where(lower, tl.load(g_cum + b)[:, None] - tl.load(g_cum + t)[None, :], 0.0))
+        chunk_kernels.store_rows(x=da_qk, t=b, cols=r, X=tl.where(lower, dA_qk * Gamma, 0.0), T=T, width=C)
+    tl.debug_barrier()          # every thread has written its rows of dG before they are read back
+    tl.store(dg_cum + t, tl.load(dg_cum + t) - dG_cols)                                     # decay
+    tl.debug_barrier()          # dA, dA_qk, dG, dbeta and dk_beta are in memory before they are read back
     G_C = tl.load(g_cum + n * C + C - 1)                                                    # decay
-    lower = r[:, None] >= r[None, :]
-    Gamma = tl.where(lower, tl.exp(tl.where(lower, G[:, None] - G[None, :], 0.0)), 0.0)    # decay
-    dA, dBeta = wy_backward_slices(l_inv=l_inv, w=w, u=u, v=v, beta=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
-                                   n=n, T=T, K=K, V=V, C=C, SLICE=SLICE, PRECISION=PRECISION)
-    chunk_kernels.store_rows(x=da, t=t, cols=r, X=dA * Gamma, T=T, width=C)               # decay: * Gamma
-    dA_qk = chunk_kernels.load_rows(x=da_qk, t=t, cols=r, T=T, width=C)
-    E = dA_qk * chunk_kernels.load_rows(x=a_qk, t=t, cols=r, T=T, width=C)                 # decay
-    dG = tl.sum(E, axis=1) - tl.sum(E, axis=0)                                              # decay
-    tl.debug_barrier()          # every thread has read dA_qk before it is overwritten
-    chunk_kernels.store_rows(x=da_qk, t=t, cols=r, X=dA_qk * Gamma, T=T, width=C)          # decay: * Gamma
-    tl.debug_barrier()          # dA, dA_qk and dk_beta are in memory before any thread reads a slice back
-    dG_C = tl.zeros([SLICE], dtype=tl.float32)          # decay: dG_C, a slice of channels at a time
+    dDecay = tl.zeros([BR], dtype=tl.float32)      # decay: dd summed over the key rows (one d per head)
     c0 = 0
-    while c0 < K:               # a runtime bound: a while loop
-        cols = c0 + tl.arange(0, SLICE)
-        K_c = chunk_kernels.load_rows(x=k, t=t, cols=cols, T=T, width=K)
-        Z = chunk_product(p=da, x=k, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                          TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
-        dBeta += tl.sum(Z * K_c, axis=1)
-        dX = Beta[:, None] * Z
-        dY = chunk_product(p=da, x=k, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                           TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)
-        Decay_in = tl.exp(G)[:, None]                                                       # decay
-        Decay_out = tl.exp(G_C - G)[:, None]                                                # decay
-        dK_beta = chunk_kernels.load_rows(x=dk, t=t, cols=cols, T=T, width=K)
-        dBeta += tl.sum(dK_beta * Decay_in * K_c, axis=1)
-        dQd = chunk_kernels.load_rows(x=dqd, t=t, cols=cols, T=T, width=K)
-        dKd = chunk_kernels.load_rows(x=dkd, t=t, cols=cols, T=T, width=K)
-        dQ = chunk_product(p=da_qk, x=k, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                           TRANSPOSE=False, SCALE=False, PRECISION=PRECISION) + Decay_in * dQd
-        dK = dX + dY + Beta[:, None] * Decay_in * dK_beta + Decay_out * dKd
-        dK += chunk_product(p=da_qk, x=q, scale=beta, n=n, cols=cols, T=T, width=K, C=C, SLICE=SLICE,
-                            TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
-        Q_c = chunk_kernels.load_rows(x=q, t=t, cols=cols, T=T, width=K)
-        dKd_Kd = dKd * Decay_out * K_c
-        dG += tl.sum(K_c * (dX - dY) + dK_beta * Beta[:, None] * Decay_in * K_c + dQd * Decay_in * Q_c
-                     - dKd_Kd, axis=1)                                                      # decay
-        dG_C += tl.sum(dKd_Kd, axis=0) + tl.load(ddecay + cols, mask=cols < K, other=0.0) * tl.exp(G_C)
-        chunk_kernels.store_rows(x=dq, t=t, cols=cols, X=dQ, T=T, width=K)
-        chunk_kernels.store_rows(x=dk, t=t, cols=cols, X=dK, T=T, width=K)
-        c0 += SLICE
-    tl.store(dbeta + t, dBeta, mask=t < T)
-    tl.store(dg_cum + t, tl.where(r == C - 1, dG + tl.sum(dG_C), dG))                      # decay
+    while c0 < K:
+        dDecay += tl.load(ddecay + c0 + tl.arange(0, BR), mask=c0 + tl.arange(0, BR) < K, other=0.0)
+        c0 += BR
+    dG_C = tl.sum(dDecay) * tl.exp(G_C)                                                    # decay: dd * d
+    for i0 in range(0, C, BR):      # BR rows at a time, in order: the last block adds dG_C
+        b = n * C + i0 + tl.arange(0, BR)
+        Beta_b = tl.load(beta + b, mask=b < T, other=0.0)[:, None]
+        dBeta_b = tl.load(dbeta + b, mask=b < T, other=0.0)
+        G_b = tl.load(g_cum + b)                                                            # decay
+        Decay_in = tl.exp(G_b)[:, None]                                                     # decay
+        Decay_out = tl.exp(G_C - G_b)[:, None]                                              # decay
+        dG_b = tl.load(dg_cum + b)
+        c0 = 0
+        while c0 < K:           # a runtime bound: a while loop
+            cols = c0 + tl.arange(0, BR)
+            K_b = chunk_kernels.load_rows(x=k, t=b, cols=cols, T=T, width=K)
+            dQd = chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
+            dG_b += tl.sum(dQd * Decay_in * chunk_kernels.load_rows(x=q, t=b, cols=cols, T=T, width=K), axis=1)
+            dQ = Decay_in * dQd + chunk_product_rows(p=da_qk, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T,
+                                                     width=K, C=C, BR=BR, TRANSPOSE=False, SCALE=False,
+                                                     PRECISION=PRECISION)             # (dA_qk Gamma) K
+            chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
+            Z = chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                   TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)  # (dA Gamma) K
+            dBeta_b += tl.sum(Z * K_b, axis=1)
+            dK = Beta_b * Z                                                                 # dX
+            dG_b += tl.sum(K_b * dK, axis=1)
+            dY = chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                    TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)    # (dA Gamma)^T k_beta
+            dK += dY
+            dG_b -= tl.sum(K_b * dY, axis=1)
+            dK += chunk_product_rows(p=da_qk, x=q, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
+                                     TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)  # (dA_qk Gamma)^T Q
+            dK_beta = chunk_kernels.load_rows(x=dk, t=b, cols=cols, T=T, width=K)
+            dBeta_b += tl.sum(dK_beta * Decay_in * K_b, axis=1)
+            dG_b += tl.sum(dK_beta * Beta_b * Decay_in * K_b, axis=1)                      # decay
+            dK += Beta_b * Decay_in * dK_beta
+            dKd = chunk_kernels.load_rows(x=dkd, t=b, cols=cols, T=T, width=K)
+            dK += Decay_out * dKd
+            dKd_Kd = tl.sum(dKd * Decay_out * K_b, axis=1)                                  # decay
+            dG_b -= dKd_Kd
+            dG_C += tl.sum(dKd_Kd)
+            chunk_kernels.store_rows(x=dk, t=b, cols=cols, X=dK, T=T, width=K)
+            c0 += BR
+        tl.store(dbeta + b, dBeta_b, mask=b < T)
+        tl.store(dg_cum + b, tl.where(b == n * C + C - 1, dG_b + dG_C, dG_b))              # decay
 
 
 @triton.jit
@@ -676,7 +824,7 @@ def kda_intra_backward_kernel(
     dkd,        # [B*H, T, K]    dKd
     ddecay,     # [B*H, N, K]    dd, per key row
     # pointers: outputs
-    da,         # [B*H, T, C]    dA (written, then read back in slices)
+    da,         # [B*H, T, C]    dA (written, then read back in blocks)
     dq,         # [B*H, T, K]
     dk,         # [B*H, T, K]
     dv,         # [B*H, T, V]
@@ -687,24 +835,26 @@ def kda_intra_backward_kernel(
     K,
     V,
     C: tl.constexpr,
-    LOG_C: tl.constexpr,
+    BR: tl.constexpr,
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
 ):
     """Lesson 06's intra-chunk backward with the decay per channel (`chunked.kda_factors_backward`): the
-    pairs sit inside sums over channels, so (dA Gamma) K becomes `decayed_product_slice` (what changed:
-    "per channel"):
+    pairs sit inside sums over channels, so (dA Gamma) K becomes `decayed_product_rows`, decayed(dA) K,
+    and every dG term is per channel:
 
         Z = decayed(dA) K,  dX = diag(beta) Z,  dY = decayed(dA)^T diag(beta) K,   dk += dX + dY
         dq = decayed(dA_qk) K + exp(G) dQd,   dk += decayed(dA_qk)^T Q + beta exp(G) dk_beta + exp(G_C - G) dKd
         dG = K (dX - dY) + Q decayed(dA_qk) K - K decayed(dA_qk)^T Q + dk_beta k_beta + dQd Qd - dKd Kd
-        dG_C += colsum(dKd Kd) + dd d                   (all elementwise, [C, K])"""
+        dG_C += colsum(dKd Kd) + dd d,   dbeta += rowsum(Z K) + rowsum(dk_beta exp(G) K)
+
+    (all elementwise, [C, K]). After the WY form's backward, the chunk is taken in blocks of BR rows and
+    BR channels: every tile is [BR, BR]."""
     n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     N = tl.cdiv(T, C)
-    r = tl.arange(0, C)
-    t = n * C + r
+    t = n * C + tl.arange(0, C)
     q += bh * T * K
     k += bh * T * K
     v += bh * T * V
@@ -725,46 +875,54 @@ def kda_intra_backward_kernel(
     dv += bh * T * V
     dbeta += bh * T
     dg_cum += bh * N * C * K                                                             # per channel
-    Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    dA, dBeta = wy_backward_slices(l_inv=l_inv, w=w, u=u, v=v, beta=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
-                                   n=n, T=T, K=K, V=V, C=C, SLICE=SLICE, PRECISION=PRECISION)
-    chunk_kernels.store_rows(x=da, t=t, cols=r, X=dA, T=T, width=C)
-    tl.debug_barrier()          # dA and dk_beta are in memory before any thread reads a slice back
+    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
+                        da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY=None, PRECISION=PRECISION)
+    tl.store(dbeta + t, dBeta, mask=t < T)            # beta's gradient through V; the rest is added below
+    tl.debug_barrier()          # dA, dk_beta and dbeta are in memory before any thread reads them back
     c0 = 0
-    while c0 < K:               # a runtime bound: a while loop
-        cols = c0 + tl.arange(0, SLICE)
-        K_c = chunk_kernels.load_rows(x=k, t=t, cols=cols, T=T, width=K)
-        Q_c = chunk_kernels.load_rows(x=q, t=t, cols=cols, T=T, width=K)
-        G = chunk_kernels.load_rows(x=g_cum, t=t, cols=cols, T=N * C, width=K)            # per channel
+    while c0 < K:               # BR channels at a time (a runtime bound: a while loop)
+        cols = c0 + tl.arange(0, BR)
         G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)      # the chunk's last row
-        Z = decayed_product_slice(p=da, y=k, scale=beta, g_cum=g_cum, n=n, cols=cols, T=T, K=K, C=C,
-                                  LOG_C=LOG_C, SLICE=SLICE, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
-        dBeta += tl.sum(Z * K_c, axis=1)
-        dX = Beta[:, None] * Z
-        dY = decayed_product_slice(p=da, y=k, scale=beta, g_cum=g_cum, n=n, cols=cols, T=T, K=K, C=C,
-                                   LOG_C=LOG_C, SLICE=SLICE, TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)
-        dX_qk = decayed_product_slice(p=da_qk, y=k, scale=beta, g_cum=g_cum, n=n, cols=cols, T=T, K=K, C=C,
-                                      LOG_C=LOG_C, SLICE=SLICE, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
-        dY_qk = decayed_product_slice(p=da_qk, y=q, scale=beta, g_cum=g_cum, n=n, cols=cols, T=T, K=K, C=C,
-                                      LOG_C=LOG_C, SLICE=SLICE, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
-        Decay_in = tl.exp(G)
-        Decay_out = tl.exp(G_C[None, :] - G)
-        dK_beta = chunk_kernels.load_rows(x=dk, t=t, cols=cols, T=T, width=K)
-        dBeta += tl.sum(dK_beta * Decay_in * K_c, axis=1)
-        dQd = chunk_kernels.load_rows(x=dqd, t=t, cols=cols, T=T, width=K)
-        dKd = chunk_kernels.load_rows(x=dkd, t=t, cols=cols, T=T, width=K)
-        dQ = dX_qk + Decay_in * dQd
-        dK = dX + dY + dY_qk + Beta[:, None] * Decay_in * dK_beta + Decay_out * dKd
-        dKd_Kd = dKd * Decay_out * K_c
-        dG = K_c * (dX - dY) + Q_c * dX_qk - K_c * dY_qk + dK_beta * Beta[:, None] * Decay_in * K_c \
-            + dQd * Decay_in * Q_c - dKd_Kd
-        dG_C = tl.sum(dKd_Kd, axis=0) + tl.load(ddecay + cols, mask=cols < K, other=0.0) * tl.exp(G_C)
-        dG = tl.where((r == C - 1)[:, None], dG + dG_C[None, :], dG)
-        chunk_kernels.store_rows(x=dq, t=t, cols=cols, X=dQ, T=T, width=K)
-        chunk_kernels.store_rows(x=dk, t=t, cols=cols, X=dK, T=T, width=K)
-        chunk_kernels.store_rows(x=dg_cum, t=t, cols=cols, X=dG, T=N * C, width=K)
-        c0 += SLICE
-    tl.store(dbeta + t, dBeta, mask=t < T)
+        dG_C = tl.load(ddecay + cols, mask=cols < K, other=0.0) * tl.exp(G_C)             # dd * d
+        for i0 in range(0, C, BR):      # BR rows at a time, in order: the last block adds dG_C
+            b = n * C + i0 + tl.arange(0, BR)
+            K_b = chunk_kernels.load_rows(x=k, t=b, cols=cols, T=T, width=K)
+            Beta_b = tl.load(beta + b, mask=b < T, other=0.0)[:, None]
+            G_b = chunk_kernels.load_rows(x=g_cum, t=b, cols=cols, T=N * C, width=K)
+            Decay_in = tl.exp(G_b)
+            Decay_out = tl.exp(G_C[None, :] - G_b)
+            dQ = decayed_product_rows(p=da_qk, y=k, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T, K=K,
+                                      C=C, BR=BR, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
+            dQ += Decay_in * chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
+            chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
+            dG = chunk_kernels.load_rows(x=q, t=b, cols=cols, T=T, width=K) * dQ           # Q dX_qk + dQd Qd
+            Z = decayed_product_rows(p=da, y=k, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T, K=K, C=C,
+                                     BR=BR, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
+            dBeta_b = tl.sum(Z * K_b, axis=1)
+            dK = Beta_b * Z                                                                 # dX
+            dY = decayed_product_rows(p=da, y=k, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T, K=K,
+                                      C=C, BR=BR, TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)
+            dG += K_b * (dK - dY)
+            dK += dY
+            dY_qk = decayed_product_rows(p=da_qk, y=q, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T,
+                                         K=K, C=C, BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+            dG -= K_b * dY_qk
+            dK += dY_qk
+            dK_beta = chunk_kernels.load_rows(x=dk, t=b, cols=cols, T=T, width=K)
+            dBeta_b += tl.sum(dK_beta * Decay_in * K_b, axis=1)
+            dG += dK_beta * Beta_b * Decay_in * K_b                                         # dk_beta k_beta
+            dK += Beta_b * Decay_in * dK_beta
+            dKd = chunk_kernels.load_rows(x=dkd, t=b, cols=cols, T=T, width=K)
+            dK += Decay_out * dKd
+            dKd_Kd = dKd * Decay_out * K_b
+            dG -= dKd_Kd
+            dG_C += tl.sum(dKd_Kd, axis=0)
+            dG = tl.where((b == n * C + C - 1)[:, None], dG + dG_C[None, :], dG)          # the chunk's last row
+            chunk_kernels.store_rows(x=dk, t=b, cols=cols, X=dK, T=T, width=K)
+            chunk_kernels.store_rows(x=dg_cum, t=b, cols=cols, X=dG, T=N * C, width=K)
+            tl.store(dbeta + b, tl.load(dbeta + b, mask=b < T, other=0.0) + dBeta_b, mask=b < T)
+            tl.debug_barrier()  # this block's dbeta is in memory before the next channels add to it
+        c0 += BR
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -782,7 +940,7 @@ READ_ONLY_UNDER = {**chunk_kernels.READ_ONLY_UNDER, "ds_t": "HAS_DS_T", "dw": "D
 
 
 def backward_launches(mixer, T, K, V, chunk_size, heads, *, has_ds_t, precision="ieee"):
-    """The three launches of `mixer`'s backward after the forward's recompute: [(step, kernel, grid,
+    """The four launches of `mixer`'s backward after the forward's recompute: [(step, kernel, grid,
     constexprs, options)], the constexprs those each kernel takes (as `chunk_kernels.launches`). The
     launcher runs them; `gpu_targets` compiles the same ones."""
     C = chunk_size
@@ -790,10 +948,12 @@ def backward_launches(mixer, T, K, V, chunk_size, heads, *, has_ds_t, precision=
     sizes = chunk_kernels.block_sizes(K, V)
     switches = dict(DELTA=mixer.delta, DECAY=mixer.decay, HAS_DS_T=has_ds_t, PRECISION=precision)
     constexprs = dict(K=K, V=V, C=C, LOG_C=C.bit_length() - 1, SLICE=SLICE, **sizes, **switches)
-    steps = [("walk", chunk_walk_backward_kernel, (triton.cdiv(V, sizes["BV"]), heads)),
-             ("states", chunk_state_grad_kernel, (N, triton.cdiv(K, sizes["BK"]), heads)),
+    rows = (N * C // sizes["BR"], heads)                        # one program per block of BR rows
+    steps = [("outputs", chunk_output_backward_kernel, rows),
+             ("walk", chunk_walk_backward_kernel, (triton.cdiv(V, sizes["BV"]), heads)),
+             ("states", chunk_state_grad_kernel, rows),
              ("intra", BACKWARD_KERNELS[mixer.name], (N, heads))]
-    runtime = {"walk": (), "states": ("K", "V"), "intra": ("K", "V")}    # sizes the kernel takes at run time
+    runtime = {"outputs": ("K", "V"), "walk": (), "states": ("K", "V"), "intra": ("K", "V")}   # runtime sizes
     return [(step, kernel, grid, {n: value for n, value in constexprs.items()
                                   if n in kernel.arg_names and n not in runtime[step]}, LAUNCH)
             for step, kernel, grid in steps]
