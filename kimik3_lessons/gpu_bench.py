@@ -11,7 +11,7 @@ The comparison `compare` makes, for one mixer at one head size:
 - the reference: the float64 recurrence (the mixer's definition) on those values, outputs and final state;
 - the forms: the PyTorch `chunked` form (and the token-by-token `recurrent` where the lesson times it) in
   float32, our Triton kernels in each precision this GPU has (`precisions`: "ieee" everywhere, "tf32" on
-  sm_80+), FLA's chunked kernel;
+  sm_80+), FLA's chunked kernel (its entry point from the family's table, `mixers.FLA`);
 - per form: the relative error of its outputs and of its final state against float64 (`lab.relative_error`:
   max |error| / max |reference|), at the timed size; the median time of `lab.time_in_turn` (all forms
   timed in turn), and that time as a multiple of FLA's.
@@ -32,11 +32,6 @@ import torch
 import torch.nn.functional as F
 
 from kimik3_lessons import contract, fla_stand_in, lab, linear_attention, mixers
-
-# Mixer (a key of `mixers.MIXERS`, which gives its forms and inputs) -> FLA's entry point for it, and the
-# keywords that make FLA compute what ours computes (chunk_linear_attn normalizes by default).
-FLA = {"linear_attention": ("chunk_linear_attn", dict(normalize=False)), "deltanet": ("chunk_delta_rule", {}),
-       "gated_deltanet": ("chunk_gated_delta_rule", {}), "kda": ("chunk_kda", {})}
 
 # Largest relative error accepted against float64, by how a form multiplies. "ieee" and the PyTorch forms:
 # float32 throughout (unit roundoff 6e-8; the sums over 8192 tokens stay far below 1e-4). "tf32": products
@@ -102,7 +97,7 @@ def to_fla(x, dtype):
 def forms(mixer, x, dtype, recurrent=False):
     """{name: (fn, args, precision)}: each form of `mixer` on the inputs x, all returning (o, S) in the
     lessons' layout. FLA's form runs on x in `dtype` and is transposed back."""
-    family, (entry, fla_kwargs) = mixers.get(mixer), FLA[mixer]
+    family, op = mixers.get(mixer), mixers.FLA.get(mixer)
     args = tuple(x.values())
     calls = {}
     if recurrent:
@@ -111,13 +106,15 @@ def forms(mixer, x, dtype, recurrent=False):
     for precision in precisions():
         kernel = functools.partial(family.triton_chunked, input_precision=precision)
         calls[f"triton_chunked ({precision})"] = (kernel, args, precision)
-    fla = fla_stand_in.entry_point(entry)
+    if op is None:                     # flash-linear-attention has no such op: our forms alone
+        return calls
+    fla = fla_stand_in.entry_point(mixer)
 
     def fla_form(*fla_args):
-        o, S = fla(*fla_args, scale=1.0, output_final_state=True, **fla_kwargs)
+        o, S = fla(*fla_args, scale=1.0, output_final_state=True, **dict(op.kwargs))
         return o.transpose(1, 2), S
 
-    calls[f"FLA {entry}"] = (fla_form, to_fla(x, dtype), str(dtype).removeprefix("torch."))
+    calls[f"FLA {op.name}"] = (fla_form, to_fla(x, dtype), str(dtype).removeprefix("torch."))
     return calls
 
 
@@ -141,10 +138,11 @@ def compare(mixer, D, recurrent=False, repeat=None):
     seconds = lab.time_in_turn({name: (fn, args) for name, (fn, args, _) in calls.items()},
                                repeat=repeat or lab.sizes(cpu=1, gpu=10), warmup=lab.on_gpu(),
                                once=("recurrent (PyTorch, T steps)",))
-    fla_seconds = seconds[next(name for name in calls if name.startswith("FLA"))]
+    fla_seconds = next((seconds[name] for name in calls if name.startswith("FLA")), None)
     flops = getattr(module, "chunked_flops", None)
     for row in rows:
-        row.update(ms=1e3 * seconds[row["form"]], vs_fla=seconds[row["form"]] / fla_seconds,
+        row.update(ms=1e3 * seconds[row["form"]],
+                   vs_fla=seconds[row["form"]] / fla_seconds if fla_seconds else None,
                    tflops=B * H * flops(T, D, 64)["total"] / seconds[row["form"]] / 1e12 if flops else None)
     print_rows(rows, f"{family.name}, B={B}, H={H}, T={T}, head size {D}, forward, "
                      f"{lab.gpu_name()}; FLA in {str(dtype).removeprefix('torch.')}, the others on the same "
@@ -161,8 +159,9 @@ def print_rows(rows, title):
           f"{'× FLA':>8}{'TFLOP/s':>9}")
     for r in rows:
         tflops = f"{r['tflops']:9.2f}" if r.get("tflops") is not None else f"{'-':>9}"
+        vs_fla = f"{r['vs_fla']:8.2f}" if r.get("vs_fla") is not None else f"{'-':>8}"
         print(f"  {r['form']:<32}{r['precision']:>10}{r['output_error']:>12.1e}{r['state_error']:>11.1e}"
-              f"{r['tolerance']:>8.0e}{r['ms']:>10.3f}{r['vs_fla']:>8.2f}{tflops}")
+              f"{r['tolerance']:>8.0e}{r['ms']:>10.3f}{vs_fla}{tflops}")
 
 
 def check(rows):

@@ -71,12 +71,12 @@ def course_kernels(head_dim, chunk_size, families=None):
     The mixers' kernels are read from the family (`mixers.MIXERS`) and the launcher's own plan
     (`chunk_kernels.launches`: the constexprs and launch options a call uses, with an initial state), so
     that a kernel the launcher would compile differently cannot be missed here. A kernel two mixers launch
-    with the same constexprs (the scan of gated DeltaNet and KDA) is compiled once."""
+    with the same constexprs (the output kernel of all four) is compiled once."""
     from kimik3_lessons import chunk_kernels, mixers, moe
     found = {}                                   # (kernel name, constexprs) -> [mixers, label, kernel, ...]
     for mixer in mixers.MIXERS.values():
         plan = chunk_kernels.launches(mixer.intra_chunk_kernel, chunk_size, head_dim, head_dim, chunk_size, 1,
-                                      delta=mixer.delta, decay=mixer.decay is not None, has_s0=True)
+                                      delta=mixer.delta, decay=mixer.decay, has_s0=True)
         for step, kernel, _, constexprs, options in plan:
             key = (kernel.__name__, tuple(sorted((n, v) for n, v in constexprs.items() if n != "PRECISION")))
             found.setdefault(key, [[], step, kernel, constexprs, options])[0].append(mixer)

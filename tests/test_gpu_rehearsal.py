@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from kimik3_lessons import contract, fla_stand_in, gpu_bench, lab
+from kimik3_lessons import contract, fla_stand_in, gpu_bench, lab, mixers
 
 pytestmark = pytest.mark.skipif(lab.on_gpu(), reason="the rehearsal plays a GPU on a CPU: here the cells run")
 
@@ -36,7 +36,7 @@ def test_needs_gpu_runs_the_body_only_in_the_rehearsal(monkeypatch, capsys):
 
 def test_stand_in_refuses_float32_like_chunk_delta_rule(rehearse):
     """Defect 1: lesson 05b gave chunk_delta_rule float32 tensors, which FLA's entry point refuses."""
-    chunk_delta_rule = fla_stand_in.entry_point("chunk_delta_rule")
+    chunk_delta_rule = fla_stand_in.entry_point("deltanet")
     with pytest.raises(AssertionError, match="does not support float32"):
         chunk_delta_rule(*fla_inputs(dtype=torch.float32), scale=1.0)
     o, S = chunk_delta_rule(*fla_inputs(), scale=1.0, output_final_state=True)
@@ -47,45 +47,45 @@ def test_stand_ins_enforce_the_layout_and_the_shapes_of_g_and_beta(rehearse):
     q, k, v, beta = fla_inputs()
     head_first = [x.transpose(1, 2) for x in (q, k, v)]
     with pytest.raises(AssertionError, match=r"beta must be \[B, T, H\]"):
-        fla_stand_in.entry_point("chunk_delta_rule")(*head_first, beta)          # q, k, v [B, H, T, K]
+        fla_stand_in.entry_point("deltanet")(*head_first, beta)          # q, k, v [B, H, T, K]
     with pytest.raises(AssertionError, match=r"g must be \[B, T, H, K\]"):
-        fla_stand_in.entry_point("chunk_kda")(q, k, v, beta.float().log(), beta)  # KDA's g is per channel
+        fla_stand_in.entry_point("kda")(q, k, v, beta.float().log(), beta)  # KDA's g is per channel
     with pytest.raises(AssertionError, match=r"g must be \[B, T, H\]"):
-        fla_stand_in.entry_point("chunk_gated_delta_rule")(q, k, v, -torch.rand(1, 20, 2, 16), beta)
+        fla_stand_in.entry_point("gated_deltanet")(q, k, v, -torch.rand(1, 20, 2, 16), beta)
     with pytest.raises(AssertionError, match="share one dtype"):
-        fla_stand_in.entry_point("chunk_linear_attn")(q, k.float(), v)
+        fla_stand_in.entry_point("linear_attention")(q, k.float(), v)
     with pytest.raises(AssertionError, match="initial_state must be in float32"):
-        fla_stand_in.entry_point("chunk_kda")(q, k, v, -torch.rand(1, 20, 2, 16), beta,
+        fla_stand_in.entry_point("kda")(q, k, v, -torch.rand(1, 20, 2, 16), beta,
                                               initial_state=torch.zeros(1, 2, 16, 16, dtype=torch.bfloat16))
 
 
 def test_stand_in_applies_fla_s_default_scale(rehearse):
     """scale=None is K^-1/2, as in FLA: a cell that forgets scale=1.0 gets other numbers."""
     q, k, v, beta = fla_inputs()
-    unscaled, _ = fla_stand_in.entry_point("chunk_delta_rule")(q, k, v, beta, scale=1.0)
-    default, _ = fla_stand_in.entry_point("chunk_delta_rule")(q, k, v, beta)
-    explicit, _ = fla_stand_in.entry_point("chunk_delta_rule")(q, k, v, beta, scale=16 ** -0.5)
+    unscaled, _ = fla_stand_in.entry_point("deltanet")(q, k, v, beta, scale=1.0)
+    default, _ = fla_stand_in.entry_point("deltanet")(q, k, v, beta)
+    explicit, _ = fla_stand_in.entry_point("deltanet")(q, k, v, beta, scale=16 ** -0.5)
     lab.check_close("scale=None == scale=K^-1/2", explicit, default)
     assert lab.relative_error(unscaled.float(), default.float()) > 0.5
 
 
 def test_outside_the_rehearsal_the_entry_point_is_fla_s(monkeypatch):
     monkeypatch.delenv(lab.REHEARSE, raising=False)
-    assert fla_stand_in.entry_point("chunk_kda").__module__.startswith("fla.")
+    assert fla_stand_in.entry_point("kda").__module__.startswith("fla.")
 
 
-@pytest.mark.parametrize("mixer", list(gpu_bench.FLA))
+@pytest.mark.parametrize("mixer", list(mixers.FLA))
 def test_fla_gets_its_production_dtype_and_each_precision_one_row(mixer, rehearse):
     """Defects 1, 5 and 6: FLA gets q, k, v, beta in bfloat16 (g in float32, as FLA's layers make it), never
     the float32 the old cells gave it; our kernels get one row per precision, no two rows of one name."""
     x = gpu_bench.inputs(mixer, 1, 2, 40, 16, torch.bfloat16)
     calls = gpu_bench.forms(mixer, x, torch.bfloat16)
     assert list(calls)[1:3] == ["triton_chunked (ieee)", "triton_chunked (tf32)"] and len(calls) == 4
-    fla, args, precision = calls[f"FLA {gpu_bench.FLA[mixer][0]}"]
+    fla, args, precision = calls[f"FLA {mixers.FLA[mixer].name}"]
     o, S = fla(*args)
     assert precision == "bfloat16" and o.shape == x["v"].shape and S.shape == (1, 2, 16, 16)
     ((entry, dtypes),) = fla_stand_in.calls
-    assert entry == gpu_bench.FLA[mixer][0]
+    assert entry == mixers.FLA[mixer].name
     assert dtypes == {name: torch.float32 if name == "g" else torch.bfloat16 for name in x}
 
 
@@ -112,9 +112,9 @@ def test_compare_checks_every_form_against_float64_and_records_its_rows(mixer, r
 def test_compare_fails_on_a_wrong_final_state(rehearse, monkeypatch):
     """Defect 6: FLA's final state is compared, not unpacked and dropped."""
     monkeypatch.setattr(gpu_bench, "batch_sizes", lambda: (1, 2, 40))
-    real = fla_stand_in.STAND_INS["chunk_linear_attn"]
-    monkeypatch.setitem(fla_stand_in.STAND_INS, "chunk_linear_attn",
-                        lambda *a, **kw: (real(*a, **kw)[0], torch.zeros(1, 2, 16, 16)))
+    real = fla_stand_in.stand_in("linear_attention")
+    monkeypatch.setattr(fla_stand_in, "entry_point",
+                        lambda mixer: lambda *a, **kw: (real(*a, **kw)[0], torch.zeros(1, 2, 16, 16)))
     with pytest.raises(AssertionError, match="FLA chunk_linear_attn: state error"):
         gpu_bench.compare("linear_attention", 16, repeat=1)
 
