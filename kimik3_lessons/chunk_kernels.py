@@ -58,7 +58,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kimik3_lessons import contract
+from kimik3_lessons import contract, rehearsal
 
 # Tiles, and how the kernels are launched. A product whose tiles are 64 x 64 x 64 in plain float32 (no
 # tensor cores: a T4, or "ieee" anywhere) already needs most of a thread's 255 registers, so the kernels
@@ -395,4 +395,5 @@ def launch(kernel, grid, tensors, options, **scalars):
                                  f"(a kernel may skip a missing tensor only under a switch that is off)")
             value = tensors["q"]
         args[name] = value
-    kernel[grid](**args, **options)
+    with rehearsal.paused():            # the interpreter's own copies are not the lesson's
+        kernel[grid](**args, **options)

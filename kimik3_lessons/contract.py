@@ -104,6 +104,7 @@ class FLAOp:
     max_key_dim: int | None = 256  # asserts K <= 256 (the delta rules' kernels)
     half_only: bool = False       # refuses float32 q, k, v (chunk_delta_rule)
     float32_state: bool = False   # asserts a float32 initial state (chunk_kda)
+    first_call_minutes: int = 1   # its autotuner's first call on a T4, per head size (compiles every config)
 
     @property
     def name(self):
@@ -247,10 +248,15 @@ def check_triton_options(chunk_size, input_precision="ieee"):
 
 def check_triton_inputs(**tensors):
     """The Triton path computes where Triton runs: CUDA tensors when compiled, CPU tensors in the
-    interpreter. Anything else is a ValueError naming the argument, never a silent copy."""
+    interpreter. Anything else is a ValueError naming the argument, never a silent copy. In the rehearsal
+    (`rehearsal.active()`) the interpreter plays the compiled kernel: a host tensor is refused as there."""
+    from kimik3_lessons import rehearsal
     for name, x in tensors.items():
         if x is None:
             continue
+        if rehearsal.active() and not rehearsal.on_device(x):
+            raise ValueError(f"{name} is on cpu, but the compiled Triton kernel needs CUDA tensors "
+                             f"(the rehearsal plays a GPU: make it with device=lab.device())")
         if interpreted() and x.is_cuda:
             raise ValueError(f"{name} is a CUDA tensor, but Triton runs in interpreter mode here "
                              f"(TRITON_INTERPRET=1): pass CPU tensors")

@@ -50,6 +50,38 @@ def fla_dtype():
     return torch.bfloat16
 
 
+def fla_dtypes():
+    """The dtypes FLA runs in, one row each: this GPU's (`fla_dtype`); in the rehearsal both GPU classes',
+    bfloat16 (sm_80+) and float16 (a T4), each with its own range (float16 holds at most 65,504)."""
+    return (torch.bfloat16, torch.float16) if lab.rehearsing() else (fla_dtype(),)
+
+
+FLOAT16_MAX = torch.finfo(torch.float16).max
+
+
+def gpu_head_size(D):
+    """The head size a GPU cell uses on a GPU, given the one it runs at here (`head_size`'s inverse)."""
+    return lab.sizes(cpu=4 * D, gpu=D)
+
+
+def check_range(mixer, D):
+    """What a T4 stores in float16 must fit float16: FLA stores its outputs o and its per-chunk states h_n
+    in the inputs' dtype, and above 65,504 a float16 is inf. The magnitudes grow with the length and the
+    head size, so they are measured at the GPU cell's own length and head size (T = 8192, `gpu_head_size`),
+    on one head of the float32 chunked form; the cell has 32 heads, whose largest value is larger (about
+    1.3 times one head's for linear attention's old inputs), so one head must stay below a quarter of the
+    range. Prints the magnitude; AssertionError past that bound."""
+    T, D_gpu = 8192, gpu_head_size(D)
+    x = inputs(mixer, 1, 1, T, D_gpu, torch.float16)
+    o, S = mixers.get(mixer).chunked(*x.values())
+    top, bound = max(o.abs().max().item(), S.abs().max().item()), FLOAT16_MAX / 4
+    print(f"float16's range (a T4's FLA stores o and its states in it): max |o|, |S| of one head {top:,.0f} "
+          f"at T = {T}, head size {D_gpu}: under {bound:,.0f}, a quarter of float16's {FLOAT16_MAX:,.0f}")
+    assert top < bound, (f"{mixer}: outputs or states reach {top:,.0f} in one head at T = {T}, head size "
+                         f"{D_gpu}, above a quarter of float16's {FLOAT16_MAX:,.0f}: on a T4 FLA's float16 "
+                         f"outputs would reach inf")
+
+
 def precisions():
     """The `input_precision`s our kernels run in: ("ieee", "tf32") where TF32 exists (sm_80+, and in the
     rehearsal, which plays such a GPU), ("ieee",) on a T4: one row each, never two rows of one name."""
@@ -70,12 +102,13 @@ def batch_sizes():
 
 def inputs(mixer, B, H, T, D, dtype):
     """Random inputs of `mixer` in the lessons' [B, H, T, D] layout, rounded to `dtype` (FLA's) and
-    returned in float32: q, k (the feature map of lesson 02 for linear attention, unit rows for the delta
-    rule), v, then beta in (0, 1) and g = log decay in (-0.1, 0], one per head (gated DeltaNet) or per key
-    channel (KDA). g is not rounded: FLA's layers compute it in float32."""
+    returned in float32: q, k (the feature map of lesson 02 for linear attention, q scaled by D^-1/2; unit
+    rows for the delta rule), v, then beta in (0, 1) and g = log decay in (-0.1, 0], one per head (gated
+    DeltaNet) or per key channel (KDA). g is not rounded: FLA's layers compute it in float32."""
     dev = lab.device()
-    if mixer == "linear_attention":
+    if mixer == "linear_attention":      # q scaled by D^-1/2 as a layer scales it: o fits float16
         q, k = (linear_attention.elu_feature_map(torch.randn(B, H, T, D, device=dev)) for _ in range(2))
+        q = q * D ** -0.5
     else:
         q, k = (F.normalize(torch.randn(B, H, T, D, device=dev), dim=-1) for _ in range(2))
     x = dict(q=q, k=k, v=torch.randn(B, H, T, D, device=dev))
@@ -114,7 +147,10 @@ def forms(mixer, x, dtype, recurrent=False):
         o, S = fla(*fla_args, scale=1.0, output_final_state=True, **dict(op.kwargs))
         return o.transpose(1, 2), S
 
-    calls[f"FLA {op.name}"] = (fla_form, to_fla(x, dtype), str(dtype).removeprefix("torch."))
+    for fla_in in (dtype,) if not lab.rehearsing() else fla_dtypes():
+        name = str(fla_in).removeprefix("torch.")
+        label = f"FLA {op.name}" + (f" ({name})" if lab.rehearsing() else "")
+        calls[label] = (fla_form, to_fla(x, fla_in), name)
     return calls
 
 
@@ -129,6 +165,13 @@ def compare(mixer, D, recurrent=False, repeat=None):
     x = inputs(mixer, B, H, T, D, dtype)
     o64, S64 = family.recurrent(*(t.double() for t in x.values()))
     calls = forms(mixer, x, dtype, recurrent)
+    op = mixers.FLA.get(mixer)
+    if op is not None and torch.float16 in (fla_dtype(),) + (fla_dtypes() if lab.rehearsing() else ()):
+        check_range(mixer, D)
+    if op is not None:
+        print(f"compiling flash-linear-attention's kernels for {lab.gpu_name()}: about "
+              f"{op.first_call_minutes} min the first time (its autotuner compiles every configuration; "
+              f"later runs read Triton's cache)", flush=True)
     rows = []
     for name, (fn, args, precision) in calls.items():
         o, S = fn(*args)
@@ -183,13 +226,19 @@ def record(rows):
 
 
 def memory_bandwidth():
-    """(bytes per second, name) of this GPU's memory, from its bus width and memory clock (two transfers a
-    clock); without a GPU, or with a torch that does not report them, an H200's 4.8e12 and "H200"."""
+    """(bytes per second, name) of this GPU's memory: from its bus width and memory clock (two transfers a
+    clock) where torch reports them, else measured, a 256 MiB device-to-device copy (read and written: 2 x
+    256 MiB moved) timed by `lab.timeit`, below the rated figure as any copy is. Without a GPU: an H200's
+    4.8e12, the model's GPU, said so in the name."""
     if lab.on_gpu():
         p = torch.cuda.get_device_properties(0)
         width, clock = getattr(p, "memory_bus_width", 0), getattr(p, "memory_clock_rate", 0)   # bits, kHz
         if width and clock:
             return 2 * width / 8 * clock * 1e3, torch.cuda.get_device_name()
+        x = torch.empty(2**26, device="cuda")                # 256 MiB of float32
+        y = torch.empty_like(x)
+        seconds = lab.timeit(y.copy_, x, warmup=2, repeat=10)
+        return 2 * x.nbytes / seconds, f"{torch.cuda.get_device_name()} (measured: a device copy)"
     return 4.8e12, "an H200, the model's GPU; none here"
 
 

@@ -167,7 +167,7 @@ def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
     constexprs = dict(constexprs)
     if "PRECISION" in kernel.arg_names:
         constexprs["PRECISION"] = precision
-    row = dict(target=f"sm_{cap}", gpu=TARGETS[cap][0],
+    row = dict(target=f"sm_{cap}", gpu=TARGETS[cap][0], triton=triton.__version__,
                precision=precision if "PRECISION" in kernel.arg_names else "-")
     start, cpu = time.perf_counter(), cpu_seconds()
     with empty_triton_cache():
@@ -227,6 +227,25 @@ def problems(row, max_seconds=MAX_SECONDS, max_registers=MAX_REGISTERS):
     if row["seconds"] > max_seconds:
         found.append(f"compiled in {row['seconds']:.1f} CPU s > {max_seconds:.0f} s")
     return found
+
+
+def report(rows):
+    """Say what the compile table shows against the course's bounds (`problems`), without raising: one ✓
+    line when every row is within them, else one ⚠ line per row over a bound, saying plainly which and by
+    how much. A lesson's cell calls this: a compiler release or another GPU may move a register count, and
+    a student's Run All must not stop on that; CI asserts the bounds on the triton releases it tests
+    (`compile-kernels --check`: tests/test_gpu_targets.py, `make test-colab`). Returns the rows over."""
+    version = rows[0].get("triton", "?") if rows else "?"
+    over = [(r, p) for r in rows for p in problems(r)]
+    if not over:
+        print(f"✓ {len(rows)} compiles with triton {version}: no spill, at most "
+              f"{max(r['registers'] for r in rows)} registers per thread (bound {MAX_REGISTERS}), "
+              f"shared memory within each GPU's limit, slowest compile {max(r['seconds'] for r in rows):.1f} "
+              f"CPU s")
+    for r, p in over:
+        print(f"⚠ over the course's bound with triton {version}: {r['kernel']} on {r['target']} "
+              f"({r['precision']}): {p}")
+    return over
 
 
 def table(rows):
