@@ -242,6 +242,78 @@ def memory_bandwidth():
     return 4.8e12, "an H200, the model's GPU; none here"
 
 
+def cuda_problem(driver_cuda, torch_cuda, available):
+    """Why torch sees no GPU on a machine whose driver `nvidia-smi` lists (driver_cuda: the newest CUDA the
+    driver runs, "12.4"; torch_cuda: the CUDA torch was built for, `torch.version.cuda`, None for a CPU
+    build), and what to pass instead; None when torch sees the GPU."""
+    if available:
+        return None
+    if torch_cuda is None:
+        return (f"this torch ({torch.__version__}) is a CPU build. Rebuild .venv with a CUDA build: "
+                f'rm -rf .venv && make test-gpu TORCH_SPEC="torch"')
+    tag = "cu" + "".join(driver_cuda.split(".")[:2]) if driver_cuda else "cu118"
+    version = lambda v: tuple(map(int, v.split(".")[:2]))
+    if driver_cuda and version(torch_cuda) > version(driver_cuda):
+        return (f"this torch ({torch.__version__}) is built for CUDA {torch_cuda}, newer than the driver's "
+                f"CUDA {driver_cuda}: update the driver, or rebuild .venv with a torch built for CUDA "
+                f'{driver_cuda} or older: rm -rf .venv && make test-gpu TORCH_SPEC="torch '
+                f'--index-url https://download.pytorch.org/whl/{tag}"')
+    return (f"torch {torch.__version__} (CUDA {torch_cuda}) sees no GPU although nvidia-smi lists one "
+            f"(driver CUDA {driver_cuda or 'unknown'}): check CUDA_VISIBLE_DEVICES and the driver's install")
+
+
+def check_cuda():
+    """`make test-gpu`'s first check: exit 1, naming the cause and the fix (`cuda_problem`), when torch does
+    not see the GPU that nvidia-smi lists; else print the GPU and the versions."""
+    import subprocess
+    import sys
+    smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout
+    found = re.search(r"CUDA Version:\s*([\d.]+)", smi)
+    problem = cuda_problem(found and found.group(1), torch.version.cuda, torch.cuda.is_available())
+    if problem:
+        print(f"make test-gpu: torch does not see the GPU: {problem}")
+        sys.exit(1)
+    print(f"make test-gpu: {torch.cuda.get_device_name()}, torch {torch.__version__} "
+          f"(CUDA {torch.version.cuda})")
+
+
+def _warm(job):
+    mixer, D = job
+    import time
+    start = time.perf_counter()
+    B, H, T = batch_sizes()
+    x = inputs(mixer, B, H, T, D, fla_dtype())
+    op = mixers.FLA[mixer]
+    fla_stand_in.entry_point(mixer)(*to_fla(x, fla_dtype()), scale=1.0, output_final_state=True,
+                                    **dict(op.kwargs))
+    torch.cuda.synchronize()
+    return mixer, D, time.perf_counter() - start
+
+
+# What the GPU cells call FLA with: (mixer, head size), as lessons 03, 05b, 06 and 07a do.
+GPU_CELLS = (("linear_attention", 64), ("linear_attention", 128), ("deltanet", 64), ("deltanet", 128),
+             ("gated_deltanet", 128), ("kda", 128))
+
+
+def warm_fla(jobs=GPU_CELLS, workers=None):
+    """Call FLA's entry point once for each GPU cell's (mixer, head size), in parallel processes, printing
+    a line as each finishes: its autotuner compiles every config on a first call (minutes per call on one
+    CPU), and FLA and Triton keep what it found in their disk caches, so that the lessons then run warm.
+    The autotuner's timings are taken while the others compile; to tune alone, empty ~/.triton/cache."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    workers = workers or max(1, min(len(jobs), (os.cpu_count() or 2) - 1))
+    total = sum(mixers.FLA[m].first_call_minutes for m, _ in jobs)
+    print(f"warming flash-linear-attention's kernels for {lab.gpu_name()}: {len(jobs)} first calls, about "
+          f"{total} CPU-minutes of compiling, {workers} at a time", flush=True)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for done, future in enumerate(as_completed([pool.submit(_warm, job) for job in jobs]), 1):
+            mixer, D, seconds = future.result()
+            print(f"  {done}/{len(jobs)} {mixers.FLA[mixer].name}, head size {D}: {seconds:.0f} s",
+                  flush=True)
+
+
 def write_table(results, folder="benchmarks/results"):
     """Collect the JSON lines of `results` (one file of $KIMIK3_GPU_RESULTS) into one table: print it and
     write `<folder>/gpu-<gpu name>.json`. Returns the path written."""

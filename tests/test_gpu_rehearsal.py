@@ -324,3 +324,17 @@ def test_compare_says_fla_compiles_before_its_first_call(rehearse, monkeypatch, 
     out = capsys.readouterr().out
     line = "compiling flash-linear-attention's kernels for CPU (rehearsal): about 5 min the first time"
     assert line in out and out.index(line) < out.index("FLA chunk_kda")
+
+
+@pytest.mark.parametrize("driver, built, available, says", [
+    ("12.4", "12.8", False, "newer than the driver's CUDA 12.4: update the driver, or rebuild .venv with "
+                           "a torch built for CUDA 12.4 or older: rm -rf .venv && make test-gpu "
+                           'TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124"'),
+    ("12.4", None, False, 'is a CPU build. Rebuild .venv with a CUDA build: rm -rf .venv && make test-gpu'),
+    ("12.8", "12.4", False, "sees no GPU although nvidia-smi lists one"),
+    ("12.8", "12.4", True, None)])
+def test_make_test_gpu_names_why_torch_sees_no_gpu(driver, built, available, says):
+    """Defect 5: a CUDA build newer than the driver turned every GPU cell into a skip and ended in an error
+    far from the cause; `make test-gpu` stops first and says which TORCH_SPEC to pass."""
+    problem = gpu_bench.cuda_problem(driver, built, available)
+    assert (problem is None) if says is None else says in problem
