@@ -85,8 +85,8 @@ def _tanh(x):
     (e^{-2|x|} <= 1); for |x| < 1/8 the odd series x - x^3/3 + 2x^5/15 avoids the cancellation in
     1 - e^{-2|x|} (its error there, 17|x|^7/315, is below float32's rounding)."""
     a = tl.abs(x)
-    e = _exp(-2.0 * a)
-    t = (1.0 - e) / (1.0 + e)
+    E = _exp(-2.0 * a)
+    t = (1.0 - E) / (1.0 + E)
     x2 = x * x
     series = x * (1.0 - x2 * (1.0 / 3.0 - x2 * (2.0 / 15.0)))
     return tl.where(a < 0.125, series, tl.where(x < 0, -t, t))
@@ -94,9 +94,9 @@ def _tanh(x):
 
 @triton.jit
 def _sigmoid(x):
-    """sigmoid from e = e^{-|x|} <= 1: 1 / (1 + e) for x >= 0, e / (1 + e) below; nothing overflows."""
-    e = _exp(-tl.abs(x))
-    return tl.where(x >= 0, 1.0, e) / (1.0 + e)
+    """sigmoid from E = e^{-|x|} <= 1: 1 / (1 + E) for x >= 0, E / (1 + E) below; nothing overflows."""
+    E = _exp(-tl.abs(x))
+    return tl.where(x >= 0, 1.0, E) / (1.0 + E)
 
 
 @triton.jit
