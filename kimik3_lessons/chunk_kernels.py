@@ -22,11 +22,18 @@ How the kernels are written (every kernel of the course keeps these rules):
   - names: a lowercase name is a pointer (q, a_qk, u_new) or an index vector or mask (t, r, cols, lower);
     a Capitalized name is a tile of values on chip (Q_n, A, L_inv, G, Beta, S_top). Pointer names are the
     tensors' names below; a tile of a tensor x is X (the chunk's rows: X_n; rows t: X_t).
-  - arguments: one per line, in groups: pointers (inputs, then outputs), sizes, switches. T is a runtime
-    size everywhere (a new length does not recompile); K and V are compile-time in the scan and output
+  - names never mix the two: no lowercase name holds a tile (a tile of updates to S is KdU_top, not dS_top:
+    a d-prefix is left to the gradients of a backward pass).
+  - arguments: one per line, in commented groups, in this order: pointers (inputs, then outputs), indices,
+    tiles, sizes, scalars, switches. Kernels and the device functions they call (the helpers) alike, and
+    a helper of more than one argument is called by keyword (`load_rows(x=k, t=t, cols=cols, T=T,
+    width=K)`: compiler and interpreter take keywords, checked with triton 3.4 and 3.9). T is a runtime size
+    everywhere (a new length does not recompile); K and V are compile-time in the scan and output
     kernels, whose tiles they size, and runtime in the intra-chunk kernels, which walk K and V in slices
     (there a compile-time K lets the compiler unroll the walk, and hold up to 2.6 times the registers).
-    Block sizes and switches are compile-time; each switch that is off leaves a tensor unread.
+    Block sizes and switches are compile-time and UPPER CASE; each switch that is off leaves a tensor
+    unread. DECAY is the mixer's decay (`Mixer.decay`: None, "head" or "channel") in every kernel and
+    helper. `tests/test_kernel_style.py` keeps these rules.
   - loops: a loop whose bound is a runtime size (N = cdiv(T, C) chunks, K / SLICE slices) is a `while`,
     not a `range`: the interpreters of triton <= 3.6 cannot take a runtime bound in range() with
     numpy >= 2.4 (they hold the size as a one-element array). Loops over compile-time sizes use range().
@@ -51,7 +58,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kimik3_lessons import contract
+from kimik3_lessons import contract, rehearsal
 
 # Tiles, and how the kernels are launched. A product whose tiles are 64 x 64 x 64 in plain float32 (no
 # tensor cores: a T4, or "ieee" anywhere) already needs most of a thread's 255 registers, so the kernels
@@ -85,42 +92,89 @@ def block_sizes(K, V):
 
 
 @triton.jit
-def load_rows(x, t, cols, T, width):
-    """The tile X [len(t), len(cols)] of row-major [T, width] matrix x at rows t, columns cols; 0 outside."""
+def load_rows(
+    # pointers
+    x,          # [T, width], row-major
+    # indices
+    t,          # [R]  the rows to read
+    cols,       # [S]  the columns to read
+    # sizes
+    T,
+    width,
+):
+    """The tile X [R, S] of row-major [T, width] matrix x at rows t, columns cols; 0 outside."""
     return tl.load(x + t[:, None] * width + cols[None, :], mask=(t[:, None] < T) & (cols[None, :] < width),
                    other=0.0)
 
 
 @triton.jit
-def store_rows(x, t, cols, T, width, X):
+def store_rows(
+    # pointers
+    x,          # [T, width], row-major
+    # indices
+    t,          # [R]  the rows to write
+    cols,       # [S]  the columns to write
+    # tiles
+    X,          # [R, S]
+    # sizes
+    T,
+    width,
+):
     """Write the tile X at rows t, columns cols of a row-major [T, width] matrix x (not what is outside)."""
     tl.store(x + t[:, None] * width + cols[None, :], X, mask=(t[:, None] < T) & (cols[None, :] < width))
 
 
 @triton.jit
-def dot_rows(x, y, t, T, K, C: tl.constexpr, SLICE: tl.constexpr, PRECISION: tl.constexpr):
+def dot_rows(
+    # pointers
+    x,          # [T, K]
+    y,          # [T, K]
+    # indices
+    t,          # [C]  the chunk's rows
+    # sizes
+    T,
+    K,
+    C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+):
     """X Y^T [C, C] for the rows t of x, y [T, K] (a chunk's scores, e.g. Q K^T), summed over K in slices
     of SLICE columns so that no tile is wider than SLICE."""
     XY = tl.zeros([C, C], dtype=tl.float32)
     k0 = 0
     while k0 < K:               # a loop over a runtime size: see "loops" above
         cols = k0 + tl.arange(0, SLICE)
-        X = load_rows(x, t, cols, T, K)
-        Y = load_rows(y, t, cols, T, K)
+        X = load_rows(x=x, t=t, cols=cols, T=T, width=K)
+        Y = load_rows(x=y, t=t, cols=cols, T=T, width=K)
         XY += tl.dot(X, tl.trans(Y), input_precision=PRECISION)
         k0 += SLICE
     return XY
 
 
 @triton.jit
-def times_state(x, t, T, K: tl.constexpr, S_top, S_bottom, BK: tl.constexpr, SPLIT_K: tl.constexpr,
-                PRECISION: tl.constexpr):
-    """X S for the rows t of x [T, K] and the state S = [S_top; S_bottom] (key rows 0..BK-1, BK..2BK-1):
-    a product over K in blocks of BK. Without SPLIT_K the state is S_top alone (S_bottom is not read)."""
+def times_state(
+    # pointers
+    x,          # [T, K]
+    # indices
+    t,          # [BR]  the rows of x
+    # tiles
+    S_top,      # [BK, BV]  the state's key rows 0 ... BK - 1
+    S_bottom,   # [BK, BV]  its key rows BK ... 2 BK - 1 (read under SPLIT_K)
+    # sizes
+    T,
+    K: tl.constexpr,
+    BK: tl.constexpr,
+    # switches
+    SPLIT_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """X S for the rows t of x [T, K] and the state S = [S_top; S_bottom]: a product over K in blocks of
+    BK. Without SPLIT_K the state is S_top alone (S_bottom is not read)."""
     cols = tl.arange(0, BK)
-    XS = tl.dot(load_rows(x, t, cols, T, K), S_top, input_precision=PRECISION)
+    XS = tl.dot(load_rows(x=x, t=t, cols=cols, T=T, width=K), S_top, input_precision=PRECISION)
     if SPLIT_K:
-        XS += tl.dot(load_rows(x, t, BK + cols, T, K), S_bottom, input_precision=PRECISION)
+        XS += tl.dot(load_rows(x=x, t=t, cols=BK + cols, T=T, width=K), S_bottom, input_precision=PRECISION)
     return XS
 
 
@@ -134,7 +188,7 @@ def chunk_scan_kernel(
     w,          # [B*H, T, K]     W_n (read under DELTA)
     u,          # [B*H, T, V]     U_n (V_n without the delta rule)
     kd,         # [B*H, T, K]     Kd_n, the keys decayed to their chunk's end (K_n without decay)
-    decay,      # [B*H, N, K]     d_n (read under DECAY)
+    decay,      # [B*H, N, K]     d_n, one factor per key row (read under DECAY)
     s0,         # [B*H, K, V]     the initial state (read under HAS_S0)
     # pointers: outputs
     h,          # [B*H, N, K, V]  S_n, the state chunk n starts from
@@ -151,7 +205,7 @@ def chunk_scan_kernel(
     # switches
     SPLIT_K: tl.constexpr,
     DELTA: tl.constexpr,
-    DECAY: tl.constexpr,
+    DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     HAS_S0: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
@@ -159,7 +213,7 @@ def chunk_scan_kernel(
 
         h_n  = S                      the state chunk n starts from, written for the output kernel
         U'_n = U_n - W_n S            (DELTA, written to u_new; else U'_n = U_n, which is V_n)
-        S   <- d_n * S + Kd_n^T U'_n  (DECAY multiplies key row r of S by d_n[r]; else d_n = 1)
+        S   <- d_n * S + Kd_n^T U'_n  (DECAY multiplies key row r of S by d_n[r]; without it d_n = 1)
 
     S stays on chip from s0 (or zeros) to s_out, as one [BK, BV] tile or, when K > BK (SPLIT_K), as two:
     the key rows 0..BK-1 (S_top) and BK..K-1 (S_bottom). The chunk's rows are taken BR at a time (each
@@ -181,36 +235,38 @@ def chunk_scan_kernel(
     S_top = tl.zeros([BK, BV], dtype=tl.float32)
     S_bottom = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_S0:
-        S_top += load_rows(s0, cols_k, cols_v, K, V)
+        S_top += load_rows(x=s0, t=cols_k, cols=cols_v, T=K, width=V)
         if SPLIT_K:
-            S_bottom += load_rows(s0, BK + cols_k, cols_v, K, V)
+            S_bottom += load_rows(x=s0, t=BK + cols_k, cols=cols_v, T=K, width=V)
     n = 0
     while n < N:                # a loop over a runtime size: see "loops" above
-        store_rows(h + n * K * V, cols_k, cols_v, K, V, S_top)
+        store_rows(x=h + n * K * V, t=cols_k, cols=cols_v, X=S_top, T=K, width=V)
         if SPLIT_K:
-            store_rows(h + n * K * V, BK + cols_k, cols_v, K, V, S_bottom)
-        dS_top = tl.zeros([BK, BV], dtype=tl.float32)
-        dS_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+            store_rows(x=h + n * K * V, t=BK + cols_k, cols=cols_v, X=S_bottom, T=K, width=V)
+        KdU_top = tl.zeros([BK, BV], dtype=tl.float32)          # Kd_n^T U'_n, key rows of S_top
+        KdU_bottom = tl.zeros([BK, BV], dtype=tl.float32)       # and of S_bottom
         for r0 in range(0, C, BR):
             t = n * C + r0 + tl.arange(0, BR)
-            U_t = load_rows(u, t, cols_v, T, V)
+            U_t = load_rows(x=u, t=t, cols=cols_v, T=T, width=V)
             if DELTA:
-                U_t -= times_state(w, t, T, K, S_top, S_bottom, BK, SPLIT_K, PRECISION)
-                store_rows(u_new, t, cols_v, T, V, U_t)
-            dS_top += tl.dot(tl.trans(load_rows(kd, t, cols_k, T, K)), U_t, input_precision=PRECISION)
+                U_t -= times_state(x=w, t=t, S_top=S_top, S_bottom=S_bottom, T=T, K=K, BK=BK, SPLIT_K=SPLIT_K,
+                                   PRECISION=PRECISION)
+                store_rows(x=u_new, t=t, cols=cols_v, X=U_t, T=T, width=V)
+            KdU_top += tl.dot(tl.trans(load_rows(x=kd, t=t, cols=cols_k, T=T, width=K)), U_t,
+                              input_precision=PRECISION)
             if SPLIT_K:
-                dS_bottom += tl.dot(tl.trans(load_rows(kd, t, BK + cols_k, T, K)), U_t,
-                                    input_precision=PRECISION)
-        if DECAY:
+                KdU_bottom += tl.dot(tl.trans(load_rows(x=kd, t=t, cols=BK + cols_k, T=T, width=K)), U_t,
+                                     input_precision=PRECISION)
+        if DECAY is not None:   # "head" or "channel": either way d_n holds one factor per key row
             S_top *= tl.load(decay + n * K + cols_k, mask=cols_k < K, other=1.0)[:, None]
             if SPLIT_K:
                 S_bottom *= tl.load(decay + n * K + BK + cols_k, mask=BK + cols_k < K, other=1.0)[:, None]
-        S_top += dS_top
-        S_bottom += dS_bottom
+        S_top += KdU_top
+        S_bottom += KdU_bottom
         n += 1
-    store_rows(s_out, cols_k, cols_v, K, V, S_top)
+    store_rows(x=s_out, t=cols_k, cols=cols_v, X=S_top, T=K, width=V)
     if SPLIT_K:
-        store_rows(s_out, BK + cols_k, cols_v, K, V, S_bottom)
+        store_rows(x=s_out, t=BK + cols_k, cols=cols_v, X=S_bottom, T=K, width=V)
 
 
 @triton.jit
@@ -252,14 +308,15 @@ def chunk_output_kernel(
     h += (bh * N + n) * K * V
     u_new += bh * T * V
     o += bh * T * V
-    S_top = load_rows(h, cols_k, cols_v, K, V)
+    S_top = load_rows(x=h, t=cols_k, cols=cols_v, T=K, width=V)
     S_bottom = tl.zeros([BK, BV], dtype=tl.float32)
     if SPLIT_K:
-        S_bottom = load_rows(h, BK + cols_k, cols_v, K, V)
-    O_t = times_state(qd, t, T, K, S_top, S_bottom, BK, SPLIT_K, PRECISION)
-    O_t += tl.dot(load_rows(a_qk, t, tl.arange(0, C), T, C), load_rows(u_new, chunk, cols_v, T, V),
-                  input_precision=PRECISION)
-    store_rows(o, t, cols_v, T, V, O_t)
+        S_bottom = load_rows(x=h, t=BK + cols_k, cols=cols_v, T=K, width=V)
+    O_t = times_state(x=qd, t=t, S_top=S_top, S_bottom=S_bottom, T=T, K=K, BK=BK, SPLIT_K=SPLIT_K,
+                      PRECISION=PRECISION)
+    O_t += tl.dot(load_rows(x=a_qk, t=t, cols=tl.arange(0, C), T=T, width=C),
+                  load_rows(x=u_new, t=chunk, cols=cols_v, T=T, width=V), input_precision=PRECISION)
+    store_rows(x=o, t=t, cols=cols_v, X=O_t, T=T, width=V)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -270,8 +327,9 @@ def launches(intra_chunk_kernel, T, K, V, chunk_size, heads, *, delta, decay, ha
     """The three launches of a mixer's chunked form: [(step, kernel, grid, constexprs, options)], the
     constexprs those the kernel takes. The launcher runs them; `gpu_targets` compiles the same ones.
 
-    heads = B * H. The switches say which tensors there are: delta (W, U'), decay (G, Qd, Kd, d_n),
-    has_s0 (an initial state); precision is how `tl.dot` multiplies."""
+    heads = B * H. The switches say which tensors there are: delta (W, U'), decay (the mixer's `decay`,
+    None, "head" or "channel": G, Qd, Kd, d_n), has_s0 (an initial state); precision is how `tl.dot`
+    multiplies."""
     C = chunk_size
     N = triton.cdiv(T, C)
     sizes = block_sizes(K, V)
@@ -297,7 +355,7 @@ def chunk_tensors(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_s
     C, N = chunk_size, triton.cdiv(T, chunk_size)
     q, k, v, g, beta, s0 = (None if x is None else x.to(torch.float32).contiguous()
                             for x in (q, k, v, g, beta, initial_state))
-    delta, decay = beta is not None, g is not None
+    delta, decay = beta is not None, mixer.decay
     # G = cumsum(g) inside each chunk, padded with g = 0 to whole chunks: [B, H, N*C] or [B, H, N*C, K]
     g_cum = contract.split_chunks(g, C).cumsum(3).flatten(2, 3).contiguous() if decay else None
     new = q.new_empty
@@ -314,7 +372,7 @@ def run(mixer, tensors, chunk_size, input_precision="ieee", steps=("intra", "sca
     """Launch `steps` of `mixer`'s chunked form (`launches`) on `tensors` (`chunk_tensors`)."""
     (B, H, T, K), V = tensors["q"].shape, tensors["v"].shape[-1]
     for step, kernel, grid, constexprs, options in launches(mixer.intra_chunk_kernel, T, K, V, chunk_size, B * H,
-                                                            delta=mixer.delta, decay=mixer.decay is not None,
+                                                            delta=mixer.delta, decay=mixer.decay,
                                                             has_s0=tensors["s0"] is not None,
                                                             precision=input_precision):
         if step in steps:
@@ -347,11 +405,12 @@ def launch(kernel, grid, tensors, options, read_only_under=READ_ONLY_UNDER, **sc
     args = {}
     for name in kernel.arg_names:
         value = scalars[name] if name in scalars else tensors[name]
-        if value is None and name not in scalars:       # a switch may be None (DECAY); a tensor may not
+        if value is None and name not in scalars:          # a switch may be None (DECAY), a tensor not
             switch = read_only_under.get(name)
             if switch is None or scalars.get(switch, True):
                 raise ValueError(f"{kernel.fn.__name__} reads {name}, which was not given "
                                  f"(a kernel may skip a missing tensor only under a switch that is off)")
             value = tensors["q"]
         args[name] = value
-    kernel[grid](**args, **options)
+    with rehearsal.paused():            # the interpreter's own copies are not the lesson's
+        kernel[grid](**args, **options)

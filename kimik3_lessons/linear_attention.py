@@ -158,8 +158,9 @@ def linear_attention_intra_chunk_kernel(
     q += bh * T * K
     k += bh * T * K
     a_qk += bh * T * C
-    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)                  # Q K^T
-    chunk_kernels.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
+    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION)    # Q K^T
+    chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=tl.where(r[:, None] >= r[None, :], A_qk, 0.0), T=T,
+                             width=C)
 
 
 def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -180,6 +181,6 @@ def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="
                                         input_precision=input_precision)
 
 
-MIXER = contract.Mixer(name="linear_attention", title="linear attention", lesson="02-03", delta=False,
+MIXER = contract.Mixer(name="linear_attention", title="linear attention", lesson="02", delta=False,
                        decay=None, recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked,
                        step=linear_attention_step, intra_chunk_kernel=linear_attention_intra_chunk_kernel)

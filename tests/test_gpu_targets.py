@@ -130,3 +130,19 @@ def test_registers_come_from_ptxas_on_the_ptx_without_triton_s_log(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     row = json.loads(done.stdout.strip().splitlines()[-1])
     assert row["registers"] and 16 < row["registers"] <= 255 and row["spill_bytes"] == 0, row
+
+
+def test_a_lesson_s_compile_table_reports_a_row_over_the_bound_and_goes_on(capsys):
+    """Defect 3: with triton 3.5.1 KDA's intra-chunk kernel took 242 registers on a T4, over the bound of the
+    time (224), and lesson 07a's cell asserted the bound: Run All stopped on Colab. The lessons report a row
+    over the bound and go on; CI asserts the bound (`--check`, above) on the releases it tests."""
+    fine = dict(kernel="KDA: intra-chunk", target="sm_80", precision="ieee", registers=200, spill_bytes=0,
+                shared_bytes=16_384, shared_limit=65_536, seconds=1.0, triton="3.5.1")
+    over = dict(fine, target="sm_75", registers=gpu_targets.MAX_REGISTERS + 2)
+    assert gpu_targets.report([fine]) == []
+    bound = gpu_targets.MAX_REGISTERS
+    message = f"uses {bound + 2} registers per thread, more than {bound}"
+    assert gpu_targets.report([fine, over]) == [(over, message)]
+    out = capsys.readouterr().out
+    assert "✓ 1 compiles with triton 3.5.1" in out
+    assert f"⚠ over the course's bound with triton 3.5.1: KDA: intra-chunk on sm_75 (ieee): {message}" in out

@@ -8,6 +8,8 @@ import sys
 import pytest
 import torch
 
+from kimik3_lessons import mixers
+
 CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU, Triton compiles: no interpreter")
 RUN_KERNELS = """
 import torch
@@ -68,11 +70,12 @@ def test_the_pytorch_modules_do_not_import_triton():
     assert done.stdout.strip() == "[]", f"importing the PyTorch modules imported {done.stdout.strip()}"
 
 
-# The lesson each lesson module is built in (docs/design.md, "Lessons and modules"); the recall task and its
+# The lesson each lesson module is built in (docs/design.md, "Lessons and modules"): a mixer's from its
+# declaration (`Mixer.lesson`, the one place it is written), the others here. The recall task and its
 # training loop are lesson 11's, which trains the tiny KimiK3 on them before lesson 12 trains every mixer.
-LESSON_OF = {"gpt2": "01", "linear_attention": "02", "associative_memory": "04", "deltanet": "05a",
-             "gated_deltanet": "06", "kda": "07a", "kimi_linear": "07b", "mla": "08", "moe": "09a",
-             "attnres": "10", "kimik3": "11", "recall_task": "11", "recall_training": "11", "mqar": "12"}
+LESSON_OF = {"gpt2": "01", "associative_memory": "04", "kimi_linear": "07b", "mla": "08", "moe": "09a",
+             "attnres": "10", "kimik3": "11", "recall_task": "11", "recall_training": "11", "mqar": "12",
+             **{m.name: m.lesson for m in mixers.MIXERS.values()}}
 
 
 def package_imports(module):

@@ -1,0 +1,243 @@
+"""The rehearsal's two devices: a CPU that behaves like a GPU machine where a student's Run All breaks.
+
+On a GPU machine a lesson's tensors live on two devices: the GPU's (made with `device=lab.device()`, or
+moved there with `.to(dev)`) and the host's (made without `device=`, or brought back with `.cpu()`). CUDA
+refuses three things a CPU-only run never sees:
+
+- an operation on tensors of both devices: "Expected all tensors to be on the same device, but found at
+  least two devices, cuda:0 and cpu!" (a host scalar, a 0-dimensional tensor, may join; a host tensor may
+  index a device tensor, as PyTorch moves the index);
+- a device tensor given to numpy, and so to matplotlib: "can't convert cuda:0 device type tensor to
+  numpy. Use Tensor.cpu() to copy the tensor to host memory first.";
+- a host tensor given to a compiled Triton kernel (`contract.check_triton_inputs` names it).
+
+And a GPU computes some things differently: a compiled `tl.exp(x)` is ex2.approx.f32 of x * log2(e)
+rounded to float32 (PTX of triton 3.4-3.9, sm_75 to sm_90), whose rounding alone costs a relative error
+near |x| * 6e-8 (4.5e-6 at x = -75) where numpy's exp, the interpreter's, is exact to float32.
+`gpu_exp()` makes the interpreter compute `tl.exp` and `tl.exp2` that way (`exp_compiled`, with
+ex2.approx's own error, at most 2 ulp, added in full), so that a tolerance a GPU must meet is checked
+against the GPU's arithmetic.
+
+In the rehearsal (`lab.rehearsing()`, KIMIK3_REHEARSE=1: `make test`), `lab.setup()` calls `start()`:
+`lab.device()` becomes `DEVICE` (a CPU tensor's device with index 0, "cpu:0": the arithmetic stays the
+CPU's) and a `TwoDevices` mode (a `torch.overrides.TorchFunctionMode`) sees every torch call. It marks
+the storage of each tensor made on `DEVICE` (a factory's `device=`, `.to(DEVICE)`, `.cuda()`) and of
+every result of an operation on a marked tensor; `.cpu()` and `.to("cpu")` return an unmarked copy (a
+real copy, as on a GPU); a marked tensor reports `.device == DEVICE`; and the three refusals above are
+raised with CUDA's words (cuda:0 read as cpu:0). `paused()` lets a kernel launch hand its tensors to
+Triton's interpreter. Every lesson runs under it in `make test`, so a line that only works because the
+device is the host fails there.
+"""
+
+import contextlib
+import functools
+import math
+
+import numpy as np
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.overrides import TorchFunctionMode
+
+DEVICE = torch.device("cpu", 0)      # the course's device in the rehearsal
+HOST = torch.device("cpu")
+MIXED = "Expected all tensors to be on the same device, but found at least two devices, {} and cpu!"
+TO_NUMPY = "can't convert {} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host " \
+           "memory first."
+
+_marked = {}             # storage key -> a weak reference to the storage (a dead one is not marked)
+_state = dict(mode=None, paused=0, marks=0)
+
+
+def _key(t):
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):      # no storage (sparse, nested): never marked
+        return None
+
+
+def on_device(t):
+    """True when tensor `t` lives on the rehearsal's device."""
+    ref = _marked.get(_key(t))
+    if ref is None:
+        return False
+    if ref.expired():
+        del _marked[_key(t)]
+        return False
+    return True
+
+
+def _mark(t):
+    storage = t.untyped_storage()
+    _marked[storage._cdata] = StorageWeakRef(storage)
+    _state["marks"] += 1
+    if _state["marks"] % 50_000 == 0:                # forget the storages freed since
+        for key in [k for k, ref in _marked.items() if ref.expired()]:
+            del _marked[key]
+
+
+def _tensors(x, depth=0):
+    """The tensors in an argument (in lists, tuples and dicts, a few levels deep)."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif depth < 3 and isinstance(x, (list, tuple)):
+        for item in x:
+            yield from _tensors(item, depth + 1)
+    elif depth < 3 and isinstance(x, dict):
+        for item in x.values():
+            yield from _tensors(item, depth + 1)
+
+
+def _where(device):
+    """DEVICE, HOST or None (not a device) for a `device=` value."""
+    if isinstance(device, (str, torch.device)):
+        d = torch.device(device)
+        if d == DEVICE or d.type == "cuda":
+            return DEVICE
+        if d == HOST:
+            return HOST
+    return None
+
+
+def _target(func, args, kwargs):
+    """Where a call puts its result: DEVICE, HOST, or None (where its inputs are)."""
+    if func is torch.Tensor.cpu:
+        return HOST
+    if func is torch.Tensor.cuda:
+        return DEVICE
+    if "device" in kwargs:
+        return _where(kwargs["device"])
+    if func is torch.Tensor.to:
+        for a in args[1:]:
+            if isinstance(a, torch.Tensor):
+                return DEVICE if on_device(a) else HOST
+            where = _where(a)
+            if where is not None:
+                return where
+    return None
+
+
+_INDEXING = {torch.Tensor.__getitem__}
+_ACROSS = {torch.Tensor.copy_, torch.Tensor.__setitem__,   # copy across devices, as CUDA allows
+           torch._has_compatible_shallow_copy_type}
+
+
+class TwoDevices(TorchFunctionMode):
+    """See the module docstring."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _state["paused"] or getattr(func, "__name__", "") == "__set__":   # setting .data or .grad: no op
+            return func(*args, **kwargs)
+        if func == _DEVICE_GETTER:                  # a method-wrapper: equal, not the same object
+            return DEVICE if on_device(args[0]) else func(*args, **kwargs)
+        if func in _NUMPY and on_device(args[0]):
+            raise TypeError(TO_NUMPY.format(DEVICE))
+        target = _target(func, args, kwargs)
+        if target is None:
+            checked = args[:1] + args[2:] if func in _INDEXING else args   # a host index may index
+            inputs = [t for t in _tensors((checked, kwargs))]
+            device = [t for t in inputs if on_device(t)]
+            if device and func not in _ACROSS:
+                host = [t for t in inputs if t.dim() > 0 and not on_device(t)]
+                if host:
+                    raise RuntimeError(MIXED.format(DEVICE) + f" (in {getattr(func, '__name__', func)}: a "
+                                       f"tensor of shape {list(host[0].shape)} is on the host)")
+            out = func(*args, **kwargs)
+            if device or (func == _GRAD_GETTER and on_device(args[0])):
+                for t in _tensors(out):
+                    _mark(t)
+            return out
+        out = func(*args, **kwargs)
+        sources = [t for t in _tensors(args) if on_device(t)]
+        for t in _tensors(out):
+            if target is DEVICE:
+                if any(t is s for s in _tensors(args)) and not on_device(t):
+                    t = t.clone()                     # a move to the device copies, as on a GPU
+                    out = t
+                _mark(t)
+            elif target is HOST and on_device(t):
+                out = t.clone() if sources else out   # .cpu() of a device tensor: a host copy
+        return out
+
+
+_DEVICE_GETTER = torch.Tensor.device.__get__
+_GRAD_GETTER = torch.Tensor.grad.__get__
+_NUMPY = {torch.Tensor.numpy, torch.Tensor.__array__}
+
+
+LOG2E = np.float32(math.log2(math.e))        # the constant a compiled tl.exp multiplies by, in float32
+EX2_ERROR = 2.0 ** -22                       # ex2.approx.f32: at most 2 ulp of relative error (PTX ISA)
+
+
+def ex2_approx(x):
+    """2^x as ex2.approx.f32 computes it, its error bound added in full (float32 in, float32 out)."""
+    return (np.exp2(x.astype(np.float64)) * (1.0 + EX2_ERROR)).astype(np.float32)
+
+
+def exp_compiled(x):
+    """e^x as a compiled `tl.exp` computes it on an NVIDIA GPU: x * log2(e) rounded to float32, then
+    `ex2_approx`. float64 (libdevice's exp, exact to float64) is left to numpy."""
+    if x.dtype != np.float32:
+        return np.exp(x)
+    return ex2_approx((x * LOG2E).astype(np.float32))
+
+
+@contextlib.contextmanager
+def gpu_exp():
+    """Inside: Triton's interpreter computes `tl.exp` and `tl.exp2` as a compiled kernel does on an NVIDIA
+    GPU (`exp_compiled`, `ex2_approx`)."""
+    from triton.runtime import interpreter
+    builder = interpreter.InterpreterBuilder
+    before = builder.create_exp, builder.create_exp2
+    builder.create_exp = lambda self, arg: self.unary_op(arg, exp_compiled)
+    builder.create_exp2 = lambda self, arg: self.unary_op(
+        arg, lambda x: ex2_approx(x) if x.dtype == np.float32 else np.exp2(x))
+    try:
+        yield
+    finally:
+        builder.create_exp, builder.create_exp2 = before
+
+
+def active():
+    """True once `start()` has run in this process (the rehearsal of a lesson)."""
+    return _state["mode"] is not None
+
+
+def start():
+    """Make this process play a GPU machine: the course's device becomes `DEVICE` (see the module
+    docstring). Idempotent."""
+    if _state["mode"] is None:
+        _state["mode"] = TwoDevices()
+        _state["mode"].__enter__()
+        _state["exp"] = gpu_exp()
+        _state["exp"].__enter__()
+    return DEVICE
+
+
+def stop():
+    """Undo `start()` (the tests' fixture)."""
+    if _state["mode"] is not None:
+        _state["mode"].__exit__(None, None, None)
+        _state["exp"].__exit__(None, None, None)
+        _state["mode"] = None
+        _marked.clear()
+
+
+@contextlib.contextmanager
+def paused():
+    """Inside: torch calls are not tracked (a kernel launch hands its tensors to Triton's interpreter,
+    which copies them to numpy and back)."""
+    _state["paused"] += 1
+    try:
+        yield
+    finally:
+        _state["paused"] -= 1
+
+
+def launching(fn):
+    """Decorate a kernel launcher so that the interpreter's own torch calls are not tracked."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with paused():
+            return fn(*args, **kwargs)
+    return wrapper
