@@ -21,7 +21,10 @@ def jit_functions(source):
 
 
 def modules():
-    return {path.stem: path.read_text() for path in sorted(PACKAGE.glob("*.py"))}
+    """{dotted module name: source} of the package's modules, subpackages included (the exercise kit's
+    kernels are a student's stubs and keep the exercise's own form)."""
+    return {str(path.relative_to(PACKAGE).with_suffix("")).replace("/", "."): path.read_text()
+            for path in sorted(PACKAGE.rglob("*.py")) if path.relative_to(PACKAGE).parts[0] != "exercises"}
 
 
 def all_jit_functions():
@@ -73,10 +76,18 @@ def call_problems(fn):
     return found
 
 
-def name_problems(fn):
+def name_problems(fn, gradients=False):
     """Names that mix the cases (a lowercase start with a capital later: dS_top), and tiles (what tl.dot,
-    tl.zeros or a helper returns) held by a lowercase name."""
+    tl.zeros or a helper returns) held by a lowercase name. With `gradients` (the backward's kernels), a
+    d-prefix names a gradient and is read past: dS_top is the tile of S_top's gradient, da the pointer
+    of a's; a lowercase tile is still one (da = tl.zeros(...))."""
     found = []
+    if gradients:
+        def bare(name):
+            return name[1:] if re.match(r"^d[A-Z]", name) else name
+    else:
+        def bare(name):
+            return name
     names = {a.arg for a in fn.args.args}
     for node in ast.walk(fn):
         targets = node.targets if isinstance(node, ast.Assign) else \
@@ -89,17 +100,17 @@ def name_problems(fn):
                     continue
                 func = value.func
                 called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-                if (called in TILE_MAKERS or called in HELPERS) and target.id[0].islower():
+                if (called in TILE_MAKERS or called in HELPERS) and bare(target.id)[0].islower():
                     found.append(f"{target.id} holds a tile ({called}(...)) but is lowercase")
     found += [f"{name} mixes a lowercase start with capitals" for name in sorted(names)
-              if re.match(r"^[a-z].*[A-Z]", name)]
+              if re.match(r"^[a-z].*[A-Z]", bare(name))]
     return found
 
 
 @pytest.mark.parametrize("key", sorted(JIT))
 def test_every_kernel_and_helper_keeps_the_layout_and_naming_rule(key):
     source, fn = JIT[key]
-    problems = layout_problems(source, fn) + call_problems(fn) + name_problems(fn)
+    problems = layout_problems(source, fn) + call_problems(fn) + name_problems(fn, key.startswith("backward."))
     assert not problems, f"{key}:\n  " + "\n  ".join(problems)
 
 
@@ -137,14 +148,17 @@ def kernel(
         assert any("not in the order" in p for p in kernel)
         assert call_problems(fns["kernel"]) and any("holds a tile" in p for p in name_problems(fns["kernel"]))
         assert any("dS_top mixes" in p for p in name_problems(fns["helper"]))
+        gradient = jit_functions("import triton\n@triton.jit\ndef g(x):\n    dS_top = tl.zeros([2], dtype=tl.float32)\n"
+                                 "    da = tl.zeros([2], dtype=tl.float32)\n")["g"]
+        assert name_problems(gradient, gradients=True) == ["da holds a tile (zeros(...)) but is lowercase"]
     finally:
         HELPERS.discard("helper")
 
 
 def test_every_kernel_of_the_package_is_checked():
-    """The rule covers each module's kernels and helpers: the five lesson modules with kernels and
-    chunk_kernels, and among them every helper the launcher's kernels call."""
-    assert {key.partition(".")[0] for key in JIT} == {"chunk_kernels", "linear_attention", "deltanet",
-                                                      "gated_deltanet", "kda", "moe"}
+    """The rule covers each module's kernels and helpers: the five lesson modules with kernels,
+    chunk_kernels and the backward's kernels, and among them every helper the launcher's kernels call."""
+    assert {key.rpartition(".")[0] for key in JIT} == {"chunk_kernels", "linear_attention", "deltanet",
+                                                       "gated_deltanet", "kda", "moe", "backward.kernels"}
     assert {"load_rows", "store_rows", "dot_rows", "times_state", "wy_slices", "decayed_scores_tile",
             "forward_substitution_tile"} <= HELPERS
