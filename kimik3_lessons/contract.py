@@ -234,16 +234,21 @@ def interpreted():
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+PRECISIONS = ("ieee", "tf32", "bf16", "fp16")    # how the kernels' products multiply (`check_triton_options`)
+
+
 def check_triton_options(chunk_size, input_precision="ieee"):
     """The kernels tile by the chunk: a power of two >= 16 (the smallest `tl.dot` tile). Products run in
-    full float32 ("ieee") or, on a GPU with TF32 tensor cores (sm_80 and newer), in TF32 ("tf32": inputs
-    rounded to a 10-bit mantissa, relative errors near 1e-3, several times faster)."""
+    full float32 ("ieee"); or, on a GPU with TF32 tensor cores (sm_80 and newer), in TF32 ("tf32": inputs
+    rounded to a 10-bit mantissa, relative errors near 1e-3, several times faster); or with their inputs
+    rounded to a half precision as a training run's are, on tensor cores, summed in float32 ("bf16",
+    sm_80 and newer, 8-bit mantissa; "fp16", any GPU, 11-bit mantissa and a range up to 65,504)."""
     check_chunk_size(chunk_size, power_of_two=True)
     if chunk_size < 16:
         raise ValueError(f"chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got {chunk_size}")
-    if input_precision not in ("ieee", "tf32"):
-        raise ValueError(f"input_precision must be 'ieee' (exact float32) or 'tf32' (tensor cores), "
-                         f"got {input_precision!r}")
+    if input_precision not in PRECISIONS:
+        raise ValueError(f"input_precision must be 'ieee' (exact float32), 'tf32' (tensor cores), 'bf16' or "
+                         f"'fp16' (half-precision products, tensor cores), got {input_precision!r}")
 
 
 def check_triton_inputs(**tensors):

@@ -258,6 +258,7 @@ def wy_slices(
     # switches
     DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel"
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """out = L_inv diag(Beta) (D * X) for chunk n's rows of x [T, width] (W from K, U from V), written
     SLICE columns at a time: the WY form's products. D is the rows' decay from the chunk's start: 1 (DECAY
@@ -273,7 +274,7 @@ def wy_slices(
     c0 = 0
     while c0 < width:           # a runtime bound: a while loop (the rules in `chunk_kernels`)
         cols = c0 + tl.arange(0, SLICE)
-        OUT = tl.zeros([C, SLICE], dtype=tl.float32)
+        OUT = tl.zeros([C, SLICE], dtype=ACC)
         for j0 in range(0, C, SLICE):
             j = n * C + j0 + tl.arange(0, SLICE)                       # rows j of X, columns j of L_inv
             Beta_j = tl.load(beta + j, mask=j < T, other=0.0)
@@ -283,7 +284,7 @@ def wy_slices(
             if DECAY == "channel":
                 X_j *= tl.exp(chunk_kernels.load_rows(x=g_cum, t=j, cols=cols, T=n * C + C, width=width))
             L_inv_j = chunk_kernels.load_rows(x=l_inv, t=t, cols=j0 + tl.arange(0, SLICE), T=T, width=C)
-            OUT = tl.dot(L_inv_j, X_j, acc=OUT, input_precision=PRECISION)
+            OUT = chunk_kernels.mma(X=L_inv_j, Y=X_j, Acc=OUT, PRECISION=PRECISION)
         chunk_kernels.store_rows(x=out, t=t, cols=cols, X=OUT, T=T, width=width)
         c0 += SLICE
 
@@ -308,6 +309,7 @@ def deltanet_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Everything chunk n of head bh needs from itself (rows t = nC ... nC + C - 1, zeros past T):
 
@@ -331,16 +333,18 @@ def deltanet_intra_chunk_kernel(
     w += bh * T * K
     u += bh * T * V
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    A = chunk_kernels.dot_rows(x=k, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION)       # K K^T
+    # K K^T
+    A = chunk_kernels.dot_rows(x=k, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
     L_inv = forward_substitution_tile(A=tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C=C)
     chunk_kernels.store_rows(x=l_inv, t=t, cols=r, X=L_inv, T=T, width=C)     # read back by `wy_slices`
     tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
     # W = L_inv diag(Beta) K, U = L_inv diag(Beta) V; without decay g_cum is never read (beta stands in)
     wy_slices(l_inv=l_inv, beta=beta, g_cum=beta, x=k, out=w, n=n, T=T, width=K, C=C, SLICE=SLICE, DECAY=None,
-              PRECISION=PRECISION)
+              PRECISION=PRECISION, ACC=ACC)
     wy_slices(l_inv=l_inv, beta=beta, g_cum=beta, x=v, out=u, n=n, T=T, width=V, C=C, SLICE=SLICE, DECAY=None,
-              PRECISION=PRECISION)
-    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION)    # Q K^T
+              PRECISION=PRECISION, ACC=ACC)
+    # Q K^T
+    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
     chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=tl.where(r[:, None] >= r[None, :], A_qk, 0.0), T=T,
                              width=C)
 

@@ -158,6 +158,7 @@ def decayed_scores_tile(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """P_ij = sum_d X_id Y_jd exp(G_id - G_jd) for i >= j, else 0, for chunk n's rows of x, y [T, K]:
     P [C, C] (`decayed_scores` on a tile; x = k gives A before beta, x = q gives A_qk), with G read from
@@ -170,7 +171,7 @@ def decayed_scores_tile(
     """
     r = tl.arange(0, C)
     t = n * C + r
-    Diagonal = tl.zeros([C], dtype=tl.float32)
+    Diagonal = tl.zeros([C], dtype=ACC)
     k0 = 0
     while k0 < K:               # a runtime bound: a while loop (the rules in `chunk_kernels`)
         cols = k0 + tl.arange(0, SLICE)
@@ -184,7 +185,7 @@ def decayed_scores_tile(
         upper = (r % s) < half                               # in the upper half of its block
         ref = n * C + (r // s) * s + half - 1                # the block's reference row
         quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= half) & upper[None, :]
-        P_level = tl.zeros([C, C], dtype=tl.float32)
+        P_level = tl.zeros([C, C], dtype=ACC)
         k0 = 0
         while k0 < K:
             cols = k0 + tl.arange(0, SLICE)
@@ -194,7 +195,7 @@ def decayed_scores_tile(
                 * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                              # <= 1
             Y_j = tl.where(upper[:, None], chunk_kernels.load_rows(x=y, t=t, cols=cols, T=T, width=K)
                            * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)          # <= 1 too
-            P_level = tl.dot(X_i, tl.trans(Y_j), acc=P_level, input_precision=PRECISION)
+            P_level = chunk_kernels.mma(X=X_i, Y=tl.trans(Y_j), Acc=P_level, PRECISION=PRECISION)
             k0 += SLICE
         P += tl.where(quadrant, P_level, 0.0)
     return P
@@ -225,6 +226,7 @@ def kda_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Lesson 06's intra-chunk kernel with G = cumsum(g) per channel [C, K] (g_cum, from the launcher; what
     changed: "per channel"):
@@ -256,15 +258,15 @@ def kda_intra_chunk_kernel(
     decay += (bh * N + n) * K
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
     A = decayed_scores_tile(x=k, y=k, g_cum=g_cum, n=n, T=T, K=K, C=C, LOG_C=LOG_C, SLICE=SLICE,
-                            PRECISION=PRECISION)                                             # per channel
+                            PRECISION=PRECISION, ACC=ACC)  # per channel
     L_inv = deltanet.forward_substitution_tile(A=tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0),
                                                C=C)
     chunk_kernels.store_rows(x=l_inv, t=t, cols=r, X=L_inv, T=T, width=C)     # read back by `wy_slices`
     tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
     deltanet.wy_slices(l_inv=l_inv, beta=beta, g_cum=g_cum, x=k, out=w, n=n, T=T, width=K, C=C, SLICE=SLICE,
-                       DECAY="channel", PRECISION=PRECISION)                                 # e^G per channel
+                       DECAY="channel", PRECISION=PRECISION, ACC=ACC)  # e^G per channel
     deltanet.wy_slices(l_inv=l_inv, beta=beta, g_cum=g_cum, x=v, out=u, n=n, T=T, width=V, C=C, SLICE=SLICE,
-                       DECAY=None, PRECISION=PRECISION)                                      # U
+                       DECAY=None, PRECISION=PRECISION, ACC=ACC)                                      # U
     k0 = 0
     while k0 < K:
         cols = k0 + tl.arange(0, SLICE)
@@ -277,7 +279,7 @@ def kda_intra_chunk_kernel(
         tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
         k0 += SLICE
     A_qk = decayed_scores_tile(x=q, y=k, g_cum=g_cum, n=n, T=T, K=K, C=C, LOG_C=LOG_C, SLICE=SLICE,
-                               PRECISION=PRECISION)
+                               PRECISION=PRECISION, ACC=ACC)
     chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=A_qk, T=T, width=C)
 
 

@@ -145,6 +145,7 @@ def linear_attention_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """A_qk = tril(Q_n K_n^T) for chunk n of head bh: the [C, C] scores of the chunk with itself.
 
@@ -158,7 +159,8 @@ def linear_attention_intra_chunk_kernel(
     q += bh * T * K
     k += bh * T * K
     a_qk += bh * T * C
-    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION)    # Q K^T
+    # Q K^T
+    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
     chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=tl.where(r[:, None] >= r[None, :], A_qk, 0.0), T=T,
                              width=C)
 

@@ -120,9 +120,11 @@ def test_registers_come_from_ptxas_on_the_ptx_without_triton_s_log(tmp_path):
         from kimik3_lessons import gpu_targets
         gpu_targets.compile_mode()
         os.environ["TRITON_DUMP_PTXAS_LOG"] = "0"
+        import triton.language as tl
         from kimik3_lessons import linear_attention
-        kernel = linear_attention.linear_attention_intra_chunk_kernel
-        row = gpu_targets.compile_kernel(kernel, dict(C=64, SLICE=16), dict(num_warps=8, num_stages=1),
+        kernel, kernel_acc = linear_attention.linear_attention_intra_chunk_kernel, tl.float32
+        row = gpu_targets.compile_kernel(kernel, dict(C=64, SLICE=16, ACC=kernel_acc),
+                                         dict(num_warps=8, num_stages=1),
                                          {"T": "i32", "K": "i32", "*": "*fp32"}, 75)
         print(json.dumps(row))
     """)

@@ -110,7 +110,8 @@ def name_problems(fn, gradients=False):
 @pytest.mark.parametrize("key", sorted(JIT))
 def test_every_kernel_and_helper_keeps_the_layout_and_naming_rule(key):
     source, fn = JIT[key]
-    problems = layout_problems(source, fn) + call_problems(fn) + name_problems(fn, key.startswith("backward."))
+    gradients = key.startswith("backward.")          # the backward's kernels: a d-prefix names a gradient
+    problems = layout_problems(source, fn) + call_problems(fn) + name_problems(fn, gradients)
     assert not problems, f"{key}:\n  " + "\n  ".join(problems)
 
 
@@ -148,7 +149,8 @@ def kernel(
         assert any("not in the order" in p for p in kernel)
         assert call_problems(fns["kernel"]) and any("holds a tile" in p for p in name_problems(fns["kernel"]))
         assert any("dS_top mixes" in p for p in name_problems(fns["helper"]))
-        gradient = jit_functions("import triton\n@triton.jit\ndef g(x):\n    dS_top = tl.zeros([2], dtype=tl.float32)\n"
+        gradient = jit_functions("import triton\n@triton.jit\ndef g(x):\n"
+                                 "    dS_top = tl.zeros([2], dtype=tl.float32)\n"
                                  "    da = tl.zeros([2], dtype=tl.float32)\n")["g"]
         assert name_problems(gradient, gradients=True) == ["da holds a tile (zeros(...)) but is lowercase"]
     finally:

@@ -317,8 +317,9 @@ def test_bad_input_raises_a_value_error_naming_the_argument(mixer, form, case_id
          "chunk_size must be a power of two for the Triton kernel, got 24"),
         ("triton_chunked", {"chunk_size": 8},
          "chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got 8"),
-        ("triton_chunked", {"input_precision": "bf16"},
-         "input_precision must be 'ieee' (exact float32) or 'tf32' (tensor cores), got 'bf16'"),
+        ("triton_chunked", {"input_precision": "fp8"},
+         "input_precision must be 'ieee' (exact float32), 'tf32' (tensor cores), 'bf16' or 'fp16' "
+         "(half-precision products, tensor cores), got 'fp8'"),
     ]])
 def test_bad_options_raise_a_value_error_naming_the_option(mixer, form, options, message):
     x, _ = bad_inputs(mixer)

@@ -96,7 +96,7 @@ def factors_gradient(F, S_n, U_new, dO, dS):
     """Steps 3' and 2' together: the gradients of the factors (a Factors) and dS_0.
 
         dA_qk, dQd (step 3');  dU' and dS_{n+1} (step 2');
-        dW = -dU' S_n^T,  dKd = U' dS_{n+1}^T,  dd = rowsum(S_n * dS_{n+1}) (summed over K for one d per head),
+        dW = -dU' S_n^T,  dKd = U' dS_{n+1}^T,  dd = rowsum(S_n * dS_{n+1}) (summed over K: one d per head),
         dU = dU' (U' = U - W S_n)."""
     dA_qk, dQd = outputs_backward(F, S_n, U_new, dO)
     dU_new, dS_next, dS0 = state_walk_backward(F, dO, dS)
@@ -160,7 +160,8 @@ def decayed_product(P, Y, G):
         P_blocks = P.unflatten(-2, (n // s, s)).unflatten(-1, (n // s, s)).diagonal(dim1=-4, dim2=-2)
         quadrant = P_blocks.movedim(-1, -3)[..., h:, :h]                          # [..., n/s, h, h]
         G_r = Gb[..., h - 1:h, :]
-        Zb[..., h:, :] += (Gb[..., h:, :] - G_r).exp() * (quadrant @ (Yb[..., :h, :] * (G_r - Gb[..., :h, :]).exp()))
+        cols = Yb[..., :h, :] * (G_r - Gb[..., :h, :]).exp()                     # the columns, scaled to r
+        Zb[..., h:, :] += (Gb[..., h:, :] - G_r).exp() * (quadrant @ cols)
         s = h
     return Z[..., :C, :]
 
@@ -242,7 +243,8 @@ def gated_deltanet_factors_backward(x, F, saved, dF):
         dM = beta dA:    dk += (dM Gamma) K + (dM Gamma)^T K,   dG += pair(dM * M)
         A_qk:            dq  = (dA_qk Gamma) K,  dk += (dA_qk Gamma)^T Q,   dG += pair(dA_qk * A_qk)
         k_beta:          dk += beta exp(G) dk_beta,   dG_i += dk_beta_i . k_beta_i
-        Qd, Kd, d:       dq += exp(G) dQd, dG_i += dQd_i . Qd_i;  dk += exp(G_C - G) dKd, dG_i -= dKd_i . Kd_i,
+        Qd, Kd, d:       dq += exp(G) dQd, dG_i += dQd_i . Qd_i;  dk += exp(G_C - G) dKd,
+                         dG_i -= dKd_i . Kd_i,
                          dG_C += sum_i dKd_i . Kd_i + sum(dd * d)"""
     q, k, v, beta = x["q"], x["k"], x["v"], x["beta"]
     G, Gamma, M = saved["G"], saved["Gamma"], saved["M"]
@@ -312,7 +314,8 @@ FACTORS = {   # mixer name: (step 1, step 1')
 
 
 def chunks(mixer, q, k, v, g=None, beta=None, chunk_size=64, initial_state=None):
-    """The inputs of `mixer` checked (`contract.prepare`) and split into chunks: ({name: [B, H, N, C, .]}, S_0)."""
+    """The inputs of `mixer` checked (`contract.prepare`) and split into chunks:
+    ({name: [B, H, N, C, .]}, S_0)."""
     contract.check_chunk_size(chunk_size)
     q, k, v, g, beta, S0 = contract.prepare(q, k, v, g, beta, initial_state, **mixer.switches)
     x = dict(q=q, k=k, v=v, g=g, beta=beta)

@@ -41,7 +41,8 @@ def kept_bytes(B, H, T, K, V, chunk_size, keep, args=(), bytes_per_number=4):
 
 def matmul_flops(fn, *args, **kwargs):
     """FLOPs of the matrix products (mm, bmm, matmul, einsum that lowers to them) fn(*args, **kwargs) runs,
-    counted by `torch.utils.flop_counter.FlopCounterMode` (2 per multiply-add; elementwise work not counted)."""
+    counted by `torch.utils.flop_counter.FlopCounterMode` (2 per multiply-add; elementwise work not
+    counted)."""
     with FlopCounterMode(display=False) as counter:
         fn(*args, **kwargs)
     return counter.get_total_flops()

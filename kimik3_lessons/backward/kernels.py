@@ -9,7 +9,8 @@ inputs, recompute the rest, as flash-linear-attention's chunk_* functions do), t
           dh_n = dS,   dU'_n = A_qk,n^T dO_n + Kd_n dS,   dS <- d_n * dS + Qd_n^T dO_n - W_n^T dU'_n;
   3'. `chunk_state_grad_kernel`, shared, one program per (chunk, block of BK key columns, head): what the
       states give each chunk, summed over V in slices,
-          dQd = dO S_n^T,  dW = -dU' S_n^T,  dKd = U' dh_n^T,  dd = rowsum(S_n * dh_n),  dA_qk = tril(dO U'^T);
+          dQd = dO S_n^T,  dW = -dU' S_n^T,  dKd = U' dh_n^T,  dd = rowsum(S_n * dh_n),
+          dA_qk = tril(dO U'^T);
   1'. the mixer's *intra-chunk backward kernel* (`BACKWARD_KERNELS`), one program per (chunk, head): the
       gradients of the factors back into q, k, v, [g,] [beta], through the WY form and the decay.
 Then the launcher turns dG into dg (a reverse cumulative sum inside each chunk, one PyTorch line, as the
@@ -83,6 +84,7 @@ def chunk_product_rows(
     TRANSPOSE: tl.constexpr,
     SCALE: tl.constexpr,
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Rows b = i0 ... i0 + BR - 1 of P X[:, cols] for chunk n (TRANSPOSE: of P^T X[:, cols]), [BR, BR];
     under SCALE the rows of X are multiplied by `scale` first (diag(scale) X, e.g. k_beta = diag(beta) K).
@@ -91,7 +93,7 @@ def chunk_product_rows(
     P is lower triangular, so row block b needs the blocks j <= b (TRANSPOSE: P^T's row block b is P's
     column block b, which needs the rows a >= b): half of them."""
     b = n * C + i0 + tl.arange(0, BR)
-    OUT = tl.zeros([BR, BR], dtype=tl.float32)
+    OUT = tl.zeros([BR, BR], dtype=ACC)
     j0 = i0 if TRANSPOSE else 0
     while j0 < (C if TRANSPOSE else i0 + BR):      # a runtime bound (i0 is): a while loop
         j = n * C + j0 + tl.arange(0, BR)
@@ -102,7 +104,7 @@ def chunk_product_rows(
             P_bj = load_transposed(x=p, t=j, cols=i0 + tl.arange(0, BR), T=T, width=C)     # P[j, b]^T
         else:
             P_bj = chunk_kernels.load_rows(x=p, t=b, cols=j0 + tl.arange(0, BR), T=T, width=C)  # P[b, j]
-        OUT = tl.dot(P_bj, X_j, acc=OUT, input_precision=PRECISION)
+        OUT = chunk_kernels.mma(X=P_bj, Y=X_j, Acc=OUT, PRECISION=PRECISION)
         j0 += BR
     return OUT
 
@@ -127,9 +129,11 @@ def decayed_product_rows(
     TRANSPOSE: tl.constexpr,
     SCALE: tl.constexpr,
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Rows b = i0 ... i0 + BR - 1 of Z for chunk n and channels cols, [BR, BR] (`chunked.decayed_product`
-    on a tile):  Z_i = sum_{j <= i} P_ij exp(G_i - G_j) * Y_j;  TRANSPOSE: Z_j = sum_{i >= j} P_ij exp(G_i - G_j) * Y_i.
+    on a tile):  Z_i = sum_{j <= i} P_ij exp(G_i - G_j) * Y_j;
+    TRANSPOSE:   Z_j = sum_{i >= j} P_ij exp(G_i - G_j) * Y_i.
     Under SCALE the rows of Y are multiplied by `scale` first.
 
     The chunk is cut into blocks of BR rows. Every earlier block (TRANSPOSE: every later one) meets this
@@ -141,7 +145,7 @@ def decayed_product_rows(
     b = n * C + i0 + tl.arange(0, BR)                                  # this block's rows
     jj = tl.arange(0, BR)
     G_b = chunk_kernels.load_rows(x=g_cum, t=b, cols=cols, T=n * C + C, width=K)
-    Z = tl.zeros([BR, BR], dtype=tl.float32)
+    Z = tl.zeros([BR, BR], dtype=ACC)
     if TRANSPOSE:           # the later blocks a, through r = this block's last row
         G_r = tl.load(g_cum + (n * C + i0 + BR - 1) * K + cols, mask=cols < K, other=0.0)
         a0 = i0 + BR
@@ -150,22 +154,25 @@ def decayed_product_rows(
             Y_a = chunk_kernels.load_rows(x=y, t=a, cols=cols, T=T, width=K)
             if SCALE:
                 Y_a *= tl.load(scale + a, mask=a < T, other=0.0)[:, None]
-            Y_a *= tl.exp(chunk_kernels.load_rows(x=g_cum, t=a, cols=cols, T=n * C + C, width=K) - G_r[None, :])
+            G_a = chunk_kernels.load_rows(x=g_cum, t=a, cols=cols, T=n * C + C, width=K)
+            Y_a *= tl.exp(G_a - G_r[None, :])
             P_ab = chunk_kernels.load_rows(x=p, t=a, cols=i0 + jj, T=T, width=C)           # P[a, b]
-            Z = tl.dot(tl.trans(P_ab), Y_a, acc=Z, input_precision=PRECISION)
+            Z = chunk_kernels.mma(X=tl.trans(P_ab), Y=Y_a, Acc=Z, PRECISION=PRECISION)
             a0 += BR
         Z *= tl.exp(G_r[None, :] - G_b)
     else:                   # the earlier blocks j, through r = the row before this block
-        G_r = tl.load(g_cum + (n * C + tl.maximum(i0 - 1, 0)) * K + cols, mask=cols < K, other=0.0)  # i0 = 0: no block
+        # i0 = 0: no block
+        G_r = tl.load(g_cum + (n * C + tl.maximum(i0 - 1, 0)) * K + cols, mask=cols < K, other=0.0)
         j0 = 0
         while j0 < i0:
             j = n * C + j0 + jj
             Y_j = chunk_kernels.load_rows(x=y, t=j, cols=cols, T=T, width=K)
             if SCALE:
                 Y_j *= tl.load(scale + j, mask=j < T, other=0.0)[:, None]
-            Y_j *= tl.exp(G_r[None, :] - chunk_kernels.load_rows(x=g_cum, t=j, cols=cols, T=n * C + C, width=K))
+            G_j = chunk_kernels.load_rows(x=g_cum, t=j, cols=cols, T=n * C + C, width=K)
+            Y_j *= tl.exp(G_r[None, :] - G_j)
             P_bj = chunk_kernels.load_rows(x=p, t=b, cols=j0 + jj, T=T, width=C)           # P[b, j]
-            Z = tl.dot(P_bj, Y_j, acc=Z, input_precision=PRECISION)
+            Z = chunk_kernels.mma(X=P_bj, Y=Y_j, Acc=Z, PRECISION=PRECISION)
             j0 += BR
         Z *= tl.exp(G_b - G_r[None, :])
     for m in range(BR):     # inside the block: row m of Y, with its exact factors
@@ -218,6 +225,7 @@ def chunk_walk_backward_kernel(
     DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     HAS_DS_T: tl.constexpr,
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """`chunk_kernels.chunk_scan_kernel` run backward: chunks n = N-1, ..., 0 of one head, value columns
     i_v*BV ... i_v*BV + BV - 1, with dS on chip from ds_t (or zeros) to ds0:
@@ -244,8 +252,8 @@ def chunk_walk_backward_kernel(
     dh += bh * N * K * V
     du_new += bh * T * V
     ds0 += bh * K * V
-    dS_top = tl.zeros([BK, BV], dtype=tl.float32)
-    dS_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+    dS_top = tl.zeros([BK, BV], dtype=ACC)
+    dS_bottom = tl.zeros([BK, BV], dtype=ACC)
     if HAS_DS_T:
         dS_top += chunk_kernels.load_rows(x=ds_t, t=cols_k, cols=cols_v, T=K, width=V)
         if SPLIT_K:
@@ -255,27 +263,26 @@ def chunk_walk_backward_kernel(
         chunk_kernels.store_rows(x=dh + n * K * V, t=cols_k, cols=cols_v, X=dS_top, T=K, width=V)
         if SPLIT_K:
             chunk_kernels.store_rows(x=dh + n * K * V, t=BK + cols_k, cols=cols_v, X=dS_bottom, T=K, width=V)
-        Write_top = tl.zeros([BK, BV], dtype=tl.float32)     # Qd^T dO - W^T dU', into dS
-        Write_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+        Write_top = tl.zeros([BK, BV], dtype=ACC)     # Qd^T dO - W^T dU', into dS
+        Write_bottom = tl.zeros([BK, BV], dtype=ACC)
         for r0 in range(0, C, BR):
             t = n * C + r0 + tl.arange(0, BR)
             dU_t = chunk_kernels.load_rows(x=du_new, t=t, cols=cols_v, T=T, width=V)           # A_qk^T dO
-            dU_t += chunk_kernels.times_state(x=kd, t=t, T=T, K=K, S_top=dS_top, S_bottom=dS_bottom, BK=BK,
-                                              SPLIT_K=SPLIT_K, PRECISION=PRECISION)        # + Kd_t dS
+            dU_t = chunk_kernels.times_state(x=kd, t=t, Acc=dU_t, S_top=dS_top, S_bottom=dS_bottom, T=T, K=K,
+                                             BK=BK, SPLIT_K=SPLIT_K, PRECISION=PRECISION)        # + Kd_t dS
             chunk_kernels.store_rows(x=du_new, t=t, cols=cols_v, X=dU_t, T=T, width=V)
             dO_t = chunk_kernels.load_rows(x=do, t=t, cols=cols_v, T=T, width=V)
-            Write_top += tl.dot(load_transposed(x=qd, t=t, cols=cols_k, T=T, width=K), dO_t,
-                                input_precision=PRECISION)
+            Write_top = chunk_kernels.mma(X=load_transposed(x=qd, t=t, cols=cols_k, T=T, width=K), Y=dO_t,
+                                          Acc=Write_top, PRECISION=PRECISION)
             if DELTA:
-                Write_top -= tl.dot(load_transposed(x=w, t=t, cols=cols_k, T=T, width=K),
-                                    dU_t, input_precision=PRECISION)
+                Write_top = chunk_kernels.mma(X=-load_transposed(x=w, t=t, cols=cols_k, T=T, width=K), Y=dU_t,
+                                              Acc=Write_top, PRECISION=PRECISION)
             if SPLIT_K:
-                Write_bottom += tl.dot(load_transposed(x=qd, t=t, cols=BK + cols_k, T=T,
-                                                                        width=K), dO_t, input_precision=PRECISION)
+                Qd_t = load_transposed(x=qd, t=t, cols=BK + cols_k, T=T, width=K)
+                Write_bottom = chunk_kernels.mma(X=Qd_t, Y=dO_t, Acc=Write_bottom, PRECISION=PRECISION)
                 if DELTA:
-                    Write_bottom -= tl.dot(load_transposed(x=w, t=t, cols=BK + cols_k, T=T,
-                                                                            width=K), dU_t,
-                                           input_precision=PRECISION)
+                    W_t = load_transposed(x=w, t=t, cols=BK + cols_k, T=T, width=K)
+                    Write_bottom = chunk_kernels.mma(X=-W_t, Y=dU_t, Acc=Write_bottom, PRECISION=PRECISION)
         if DECAY is not None:
             dS_top *= tl.load(decay + n * K + cols_k, mask=cols_k < K, other=1.0)[:, None]
             if SPLIT_K:
@@ -308,6 +315,7 @@ def chunk_output_backward_kernel(
     BR: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Step 3', the backward of O_n = Qd_n S_n + A_qk,n U'_n, for rows b = i_r*BR ... i_r*BR + BR - 1 (in
     chunk n), every chunk at once (one program per block of BR rows and head, as
@@ -331,20 +339,21 @@ def chunk_output_backward_kernel(
     da_qk += bh * T * C
     dqd += bh * T * K
     du_new += bh * T * V
-    dA_qk = tl.zeros([BR, C], dtype=tl.float32)
+    dA_qk = tl.zeros([BR, C], dtype=ACC)
     v0 = 0
     while v0 < V:               # a runtime bound: a while loop
         cols = v0 + tl.arange(0, BR)
         dO_b = chunk_kernels.load_rows(x=do, t=b, cols=cols, T=T, width=V)
-        dA_qk = tl.dot(dO_b, load_transposed(x=u_new, t=n * C + r, cols=cols, T=T, width=V), acc=dA_qk,
-                       input_precision=PRECISION)
-        A_dO = tl.zeros([BR, BR], dtype=tl.float32)
+        dA_qk = chunk_kernels.mma(X=dO_b, Y=load_transposed(x=u_new, t=n * C + r, cols=cols, T=T, width=V),
+                                  Acc=dA_qk,
+                                  PRECISION=PRECISION)
+        A_dO = tl.zeros([BR, BR], dtype=ACC)
         a0 = i0
         while a0 < C:           # A_qk^T dO for rows b: A_qk's rows a >= b
             a = n * C + a0 + tl.arange(0, BR)
-            A_dO = tl.dot(load_transposed(x=a_qk, t=a, cols=i0 + tl.arange(0, BR), T=T, width=C),
-                          chunk_kernels.load_rows(x=do, t=a, cols=cols, T=T, width=V), acc=A_dO,
-                          input_precision=PRECISION)
+            A_dO = chunk_kernels.mma(X=load_transposed(x=a_qk, t=a, cols=i0 + tl.arange(0, BR), T=T, width=C),
+                                     Y=chunk_kernels.load_rows(x=do, t=a, cols=cols, T=T, width=V), Acc=A_dO,
+                                     PRECISION=PRECISION)
             a0 += BR
         chunk_kernels.store_rows(x=du_new, t=b, cols=cols, X=A_dO, T=T, width=V)
         v0 += BR
@@ -353,12 +362,13 @@ def chunk_output_backward_kernel(
     k0 = 0
     while k0 < K:
         rows = k0 + tl.arange(0, BK)            # key rows of the state, key columns of dQd
-        dQd = tl.zeros([BR, BK], dtype=tl.float32)
+        dQd = tl.zeros([BR, BK], dtype=ACC)
         v0 = 0
         while v0 < V:
             cols = v0 + tl.arange(0, BR)
-            dQd = tl.dot(chunk_kernels.load_rows(x=do, t=b, cols=cols, T=T, width=V),
-                         load_transposed(x=h, t=rows, cols=cols, T=K, width=V), acc=dQd, input_precision=PRECISION)
+            dQd = chunk_kernels.mma(X=chunk_kernels.load_rows(x=do, t=b, cols=cols, T=T, width=V),
+                                    Y=load_transposed(x=h, t=rows, cols=cols, T=K, width=V), Acc=dQd,
+                                    PRECISION=PRECISION)
             v0 += BR
         chunk_kernels.store_rows(x=dqd, t=b, cols=rows, X=dQd, T=T, width=K)
         k0 += BK
@@ -386,6 +396,7 @@ def chunk_state_grad_kernel(
     DELTA: tl.constexpr,
     DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """After the walk, what the states give rows b = i_r*BR ... i_r*BR + BR - 1 (in chunk n):
 
@@ -408,18 +419,19 @@ def chunk_state_grad_kernel(
     k0 = 0
     while k0 < K:               # a runtime bound: a while loop
         rows = k0 + tl.arange(0, BK)            # key rows of the state, key columns of dW, dKd
-        dW = tl.zeros([BR, BK], dtype=tl.float32)
-        dKd = tl.zeros([BR, BK], dtype=tl.float32)
-        dDecay = tl.zeros([BK], dtype=tl.float32)
+        dW = tl.zeros([BR, BK], dtype=ACC)
+        dKd = tl.zeros([BR, BK], dtype=ACC)
+        dDecay = tl.zeros([BK], dtype=ACC)
         v0 = 0
         while v0 < V:
             cols = v0 + tl.arange(0, BR)
-            dKd = tl.dot(chunk_kernels.load_rows(x=u_new, t=b, cols=cols, T=T, width=V),
-                         load_transposed(x=dh, t=rows, cols=cols, T=K, width=V), acc=dKd, input_precision=PRECISION)
+            dKd = chunk_kernels.mma(X=chunk_kernels.load_rows(x=u_new, t=b, cols=cols, T=T, width=V),
+                                    Y=load_transposed(x=dh, t=rows, cols=cols, T=K, width=V), Acc=dKd,
+                                    PRECISION=PRECISION)
             if DELTA:
-                dW = tl.dot(chunk_kernels.load_rows(x=du_new, t=b, cols=cols, T=T, width=V),
-                            load_transposed(x=h, t=rows, cols=cols, T=K, width=V), acc=dW,
-                            input_precision=PRECISION)
+                dW = chunk_kernels.mma(X=chunk_kernels.load_rows(x=du_new, t=b, cols=cols, T=T, width=V),
+                                       Y=load_transposed(x=h, t=rows, cols=cols, T=K, width=V), Acc=dW,
+                                       PRECISION=PRECISION)
             if DECAY is not None:
                 dDecay += tl.sum(chunk_kernels.load_rows(x=h, t=rows, cols=cols, T=K, width=V)
                                  * chunk_kernels.load_rows(x=dh, t=rows, cols=cols, T=K, width=V), axis=1)
@@ -464,6 +476,7 @@ def wy_backward(
     # switches
     DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """The backward of the WY form (`chunked.wy_backward`) for chunk n, in three passes over memory:
 
@@ -482,33 +495,33 @@ def wy_backward(
         while c0 < V:           # a runtime bound: a while loop
             cols = c0 + tl.arange(0, BR)
             dV_beta = chunk_product_rows(p=l_inv, x=du, scale=beta, n=n, i0=i0, cols=cols, T=T, width=V, C=C,
-                                         BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+                                         BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             chunk_kernels.store_rows(x=dv, t=b, cols=cols, X=dV_beta, T=T, width=V)
             c0 += BR
         c0 = 0
         while c0 < K:
             cols = c0 + tl.arange(0, BR)
             dK_beta = chunk_product_rows(p=l_inv, x=dw, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C,
-                                         BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+                                         BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             chunk_kernels.store_rows(x=dk_beta, t=b, cols=cols, X=dK_beta, T=T, width=K)
             c0 += BR
     tl.debug_barrier()          # dv_beta and dk_beta are in memory before any thread reads them back
     for i0 in range(0, C, BR):
         i = i0 + tl.arange(0, BR)
-        dA = tl.zeros([BR, C], dtype=tl.float32)
+        dA = tl.zeros([BR, C], dtype=ACC)
         c0 = 0
         while c0 < K:
             cols = c0 + tl.arange(0, SLICE)
-            dA = tl.dot(chunk_kernels.load_rows(x=dk_beta, t=n * C + i, cols=cols, T=T, width=K),
-                        load_transposed(x=w, t=t, cols=cols, T=T, width=K), acc=dA,
-                        input_precision=PRECISION)
+            dA = chunk_kernels.mma(X=chunk_kernels.load_rows(x=dk_beta, t=n * C + i, cols=cols, T=T, width=K),
+                                   Y=load_transposed(x=w, t=t, cols=cols, T=T, width=K), Acc=dA,
+                                   PRECISION=PRECISION)
             c0 += SLICE
         c0 = 0
         while c0 < V:
             cols = c0 + tl.arange(0, SLICE)
-            dA = tl.dot(chunk_kernels.load_rows(x=dv, t=n * C + i, cols=cols, T=T, width=V),
-                        load_transposed(x=u, t=t, cols=cols, T=T, width=V), acc=dA,
-                        input_precision=PRECISION)
+            dA = chunk_kernels.mma(X=chunk_kernels.load_rows(x=dv, t=n * C + i, cols=cols, T=T, width=V),
+                                   Y=load_transposed(x=u, t=t, cols=cols, T=T, width=V), Acc=dA,
+                                   PRECISION=PRECISION)
             c0 += SLICE
         lower = i[:, None] > r[None, :]
         if DECAY == "head":     # dA * Gamma, Gamma_ij = exp(G_i - G_j)
@@ -518,7 +531,7 @@ def wy_backward(
         chunk_kernels.store_rows(x=da, t=n * C + i, cols=r, X=tl.where(lower, -dA, 0.0), T=T, width=C)
     tl.debug_barrier()          # every thread has read dv_beta before dv overwrites it
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    dBeta = tl.zeros([C], dtype=tl.float32)
+    dBeta = tl.zeros([C], dtype=ACC)
     c0 = 0
     while c0 < V:
         cols = c0 + tl.arange(0, SLICE)
@@ -548,13 +561,13 @@ def linear_attention_intra_backward_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """A_qk = tril(Q K^T) backward for chunk n of head bh (dv = dU' needs no kernel):
 
         dq = dA_qk K + dQd          dk = dA_qk^T Q + dKd"""
     n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
-    t = n * C + tl.arange(0, C)
     q += bh * T * K
     k += bh * T * K
     da_qk += bh * T * C
@@ -568,9 +581,9 @@ def linear_attention_intra_backward_kernel(
         while c0 < K:           # a runtime bound: a while loop
             cols = c0 + tl.arange(0, BR)
             dQ = chunk_product_rows(p=da_qk, x=k, scale=k, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                    TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
+                                    TRANSPOSE=False, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             dK = chunk_product_rows(p=da_qk, x=q, scale=q, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                    TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+                                    TRANSPOSE=True, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             dQ += chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
             dK += chunk_kernels.load_rows(x=dkd, t=b, cols=cols, T=T, width=K)
             chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
@@ -608,6 +621,7 @@ def deltanet_intra_backward_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Lesson 03's backward plus the WY form's (`chunked.deltanet_factors_backward`), for chunk n:
 
@@ -637,8 +651,9 @@ def deltanet_intra_backward_kernel(
     dk += bh * T * K
     dv += bh * T * V
     dbeta += bh * T
-    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
-                        da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY=None, PRECISION=PRECISION)
+    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=beta, dw=dw, du=du_new, dv=dv,
+                        dk_beta=dk, da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY=None,
+                        PRECISION=PRECISION, ACC=ACC)
     tl.store(dbeta + t, dBeta, mask=t < T)            # beta's gradient through V; the rest is added below
     tl.debug_barrier()          # dA, dk_beta and dbeta are in memory before any thread reads them back
     for i0 in range(0, C, BR):
@@ -650,16 +665,19 @@ def deltanet_intra_backward_kernel(
             cols = c0 + tl.arange(0, BR)
             K_b = chunk_kernels.load_rows(x=k, t=b, cols=cols, T=T, width=K)
             dK_beta = chunk_kernels.load_rows(x=dk, t=b, cols=cols, T=T, width=K)
-            dK_beta += chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                          TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)       # + dA K
+            # + dA K
+            dK_beta += chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C,
+                                          BR=BR,
+                                          TRANSPOSE=False, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             dBeta_b += tl.sum(dK_beta * K_b, axis=1)
             dK = Beta_b * dK_beta + chunk_kernels.load_rows(x=dkd, t=b, cols=cols, T=T, width=K)
             dK += chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                     TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)          # dA^T k_beta
-            dK += chunk_product_rows(p=da_qk, x=q, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                     TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)         # dA_qk^T Q
+                                     TRANSPOSE=True, SCALE=True, PRECISION=PRECISION, ACC=ACC)  # dA^T k_beta
+            dK += chunk_product_rows(p=da_qk, x=q, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C,
+                                     BR=BR,
+                                     TRANSPOSE=True, SCALE=False, PRECISION=PRECISION, ACC=ACC)  # dA_qk^T Q
             dQ = chunk_product_rows(p=da_qk, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                    TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)         # dA_qk K
+                                    TRANSPOSE=False, SCALE=False, PRECISION=PRECISION, ACC=ACC)  # dA_qk K
             dQ += chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
             chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
             chunk_kernels.store_rows(x=dk, t=b, cols=cols, X=dK, T=T, width=K)
@@ -701,6 +719,7 @@ def gated_deltanet_intra_backward_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Lesson 05's intra-chunk backward plus the decay (`chunked.gated_deltanet_factors_backward`), with
     Gamma_ij = exp(G_i - G_j) (i >= j) rebuilt as the forward builds it. What changed is marked "decay":
@@ -740,9 +759,9 @@ def gated_deltanet_intra_backward_kernel(
     dg_cum += bh * N * C                                                                    # decay
     dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=g_cum, dw=dw, du=du_new, dv=dv,
                         dk_beta=dk, da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY="head",
-                        PRECISION=PRECISION)                                                # decay: dA * Gamma
+                        PRECISION=PRECISION, ACC=ACC)  # decay: dA * Gamma
     tl.store(dbeta + t, dBeta, mask=t < T)            # beta's gradient through V; the rest is added below
-    dG_cols = tl.zeros([C], dtype=tl.float32)                                               # decay
+    dG_cols = tl.zeros([C], dtype=ACC)                                               # decay
     for i0 in range(0, C, BR):      # pair(dA_qk * A_qk), then dA_qk * Gamma, BR rows at a time: decay
         b = n * C + i0 + tl.arange(0, BR)
         dA_qk = chunk_kernels.load_rows(x=da_qk, t=b, cols=r, T=T, width=C)
@@ -756,7 +775,7 @@ def gated_deltanet_intra_backward_kernel(
     tl.store(dg_cum + t, tl.load(dg_cum + t) - dG_cols)                                     # decay
     tl.debug_barrier()          # dA, dA_qk, dG, dbeta and dk_beta are in memory before they are read back
     G_C = tl.load(g_cum + n * C + C - 1)                                                    # decay
-    dDecay = tl.zeros([BR], dtype=tl.float32)      # decay: dd summed over the key rows (one d per head)
+    dDecay = tl.zeros([BR], dtype=ACC)      # decay: dd summed over the key rows (one d per head)
     c0 = 0
     while c0 < K:
         dDecay += tl.load(ddecay + c0 + tl.arange(0, BR), mask=c0 + tl.arange(0, BR) < K, other=0.0)
@@ -775,22 +794,26 @@ def gated_deltanet_intra_backward_kernel(
             cols = c0 + tl.arange(0, BR)
             K_b = chunk_kernels.load_rows(x=k, t=b, cols=cols, T=T, width=K)
             dQd = chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
-            dG_b += tl.sum(dQd * Decay_in * chunk_kernels.load_rows(x=q, t=b, cols=cols, T=T, width=K), axis=1)
+            Q_b = chunk_kernels.load_rows(x=q, t=b, cols=cols, T=T, width=K)
+            dG_b += tl.sum(dQd * Decay_in * Q_b, axis=1)
             dQ = Decay_in * dQd + chunk_product_rows(p=da_qk, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T,
                                                      width=K, C=C, BR=BR, TRANSPOSE=False, SCALE=False,
-                                                     PRECISION=PRECISION)             # (dA_qk Gamma) K
+                                                     PRECISION=PRECISION, ACC=ACC)  # (dA_qk Gamma) K
             chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
             Z = chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                   TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)  # (dA Gamma) K
+                                   TRANSPOSE=False, SCALE=False, PRECISION=PRECISION, ACC=ACC)  # (dA Gamma) K
             dBeta_b += tl.sum(Z * K_b, axis=1)
             dK = Beta_b * Z                                                                 # dX
             dG_b += tl.sum(K_b * dK, axis=1)
+            # (dA Gamma)^T k_beta
             dY = chunk_product_rows(p=da, x=k, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                    TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)    # (dA Gamma)^T k_beta
+                                    TRANSPOSE=True, SCALE=True, PRECISION=PRECISION, ACC=ACC)
             dK += dY
             dG_b -= tl.sum(K_b * dY, axis=1)
-            dK += chunk_product_rows(p=da_qk, x=q, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C, BR=BR,
-                                     TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)  # (dA_qk Gamma)^T Q
+            # (dA_qk Gamma)^T Q
+            dK += chunk_product_rows(p=da_qk, x=q, scale=beta, n=n, i0=i0, cols=cols, T=T, width=K, C=C,
+                                     BR=BR,
+                                     TRANSPOSE=True, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             dK_beta = chunk_kernels.load_rows(x=dk, t=b, cols=cols, T=T, width=K)
             dBeta_b += tl.sum(dK_beta * Decay_in * K_b, axis=1)
             dG_b += tl.sum(dK_beta * Beta_b * Decay_in * K_b, axis=1)                      # decay
@@ -839,13 +862,15 @@ def kda_intra_backward_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Lesson 06's intra-chunk backward with the decay per channel (`chunked.kda_factors_backward`): the
     pairs sit inside sums over channels, so (dA Gamma) K becomes `decayed_product_rows`, decayed(dA) K,
     and every dG term is per channel:
 
         Z = decayed(dA) K,  dX = diag(beta) Z,  dY = decayed(dA)^T diag(beta) K,   dk += dX + dY
-        dq = decayed(dA_qk) K + exp(G) dQd,   dk += decayed(dA_qk)^T Q + beta exp(G) dk_beta + exp(G_C - G) dKd
+        dq = decayed(dA_qk) K + exp(G) dQd
+        dk += decayed(dA_qk)^T Q + beta exp(G) dk_beta + exp(G_C - G) dKd
         dG = K (dX - dY) + Q decayed(dA_qk) K - K decayed(dA_qk)^T Q + dk_beta k_beta + dQd Qd - dKd Kd
         dG_C += colsum(dKd Kd) + dd d,   dbeta += rowsum(Z K) + rowsum(dk_beta exp(G) K)
 
@@ -875,14 +900,16 @@ def kda_intra_backward_kernel(
     dv += bh * T * V
     dbeta += bh * T
     dg_cum += bh * N * C * K                                                             # per channel
-    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=beta, dw=dw, du=du_new, dv=dv, dk_beta=dk,
-                        da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY=None, PRECISION=PRECISION)
+    dBeta = wy_backward(l_inv=l_inv, w=w, u=u, v=v, beta=beta, g_cum=beta, dw=dw, du=du_new, dv=dv,
+                        dk_beta=dk, da=da, n=n, T=T, K=K, V=V, C=C, BR=BR, SLICE=SLICE, DECAY=None,
+                        PRECISION=PRECISION, ACC=ACC)
     tl.store(dbeta + t, dBeta, mask=t < T)            # beta's gradient through V; the rest is added below
     tl.debug_barrier()          # dA, dk_beta and dbeta are in memory before any thread reads them back
     c0 = 0
     while c0 < K:               # BR channels at a time (a runtime bound: a while loop)
         cols = c0 + tl.arange(0, BR)
-        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)      # the chunk's last row
+        # the chunk's last row
+        G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)
         dG_C = tl.load(ddecay + cols, mask=cols < K, other=0.0) * tl.exp(G_C)             # dd * d
         for i0 in range(0, C, BR):      # BR rows at a time, in order: the last block adds dG_C
             b = n * C + i0 + tl.arange(0, BR)
@@ -892,20 +919,21 @@ def kda_intra_backward_kernel(
             Decay_in = tl.exp(G_b)
             Decay_out = tl.exp(G_C[None, :] - G_b)
             dQ = decayed_product_rows(p=da_qk, y=k, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T, K=K,
-                                      C=C, BR=BR, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
+                                      C=C, BR=BR, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             dQ += Decay_in * chunk_kernels.load_rows(x=dqd, t=b, cols=cols, T=T, width=K)
             chunk_kernels.store_rows(x=dq, t=b, cols=cols, X=dQ, T=T, width=K)
             dG = chunk_kernels.load_rows(x=q, t=b, cols=cols, T=T, width=K) * dQ           # Q dX_qk + dQd Qd
             Z = decayed_product_rows(p=da, y=k, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T, K=K, C=C,
-                                     BR=BR, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION)
+                                     BR=BR, TRANSPOSE=False, SCALE=False, PRECISION=PRECISION, ACC=ACC)
             dBeta_b = tl.sum(Z * K_b, axis=1)
             dK = Beta_b * Z                                                                 # dX
             dY = decayed_product_rows(p=da, y=k, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T, K=K,
-                                      C=C, BR=BR, TRANSPOSE=True, SCALE=True, PRECISION=PRECISION)
+                                      C=C, BR=BR, TRANSPOSE=True, SCALE=True, PRECISION=PRECISION, ACC=ACC)
             dG += K_b * (dK - dY)
             dK += dY
             dY_qk = decayed_product_rows(p=da_qk, y=q, scale=beta, g_cum=g_cum, n=n, i0=i0, cols=cols, T=T,
-                                         K=K, C=C, BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION)
+                                         K=K, C=C, BR=BR, TRANSPOSE=True, SCALE=False, PRECISION=PRECISION,
+                                         ACC=ACC)
             dG -= K_b * dY_qk
             dK += dY_qk
             dK_beta = chunk_kernels.load_rows(x=dk, t=b, cols=cols, T=T, width=K)
@@ -917,7 +945,8 @@ def kda_intra_backward_kernel(
             dKd_Kd = dKd * Decay_out * K_b
             dG -= dKd_Kd
             dG_C += tl.sum(dKd_Kd, axis=0)
-            dG = tl.where((b == n * C + C - 1)[:, None], dG + dG_C[None, :], dG)          # the chunk's last row
+            # the chunk's last row
+            dG = tl.where((b == n * C + C - 1)[:, None], dG + dG_C[None, :], dG)
             chunk_kernels.store_rows(x=dk, t=b, cols=cols, X=dK, T=T, width=K)
             chunk_kernels.store_rows(x=dg_cum, t=b, cols=cols, X=dG, T=N * C, width=K)
             tl.store(dbeta + b, tl.load(dbeta + b, mask=b < T, other=0.0) + dBeta_b, mask=b < T)
@@ -939,15 +968,15 @@ BACKWARD_KERNELS = {    # mixer name: its intra-chunk backward kernel (step 1')
 READ_ONLY_UNDER = {**chunk_kernels.READ_ONLY_UNDER, "ds_t": "HAS_DS_T", "dw": "DELTA", "ddecay": "DECAY"}
 
 
-def backward_launches(mixer, T, K, V, chunk_size, heads, *, has_ds_t, precision="ieee"):
+def backward_launches(mixer, T, K, V, chunk_size, heads, *, has_ds_t, precision="ieee", acc=tl.float32):
     """The four launches of `mixer`'s backward after the forward's recompute: [(step, kernel, grid,
     constexprs, options)], the constexprs those each kernel takes (as `chunk_kernels.launches`). The
     launcher runs them; `gpu_targets` compiles the same ones."""
     C = chunk_size
     N = triton.cdiv(T, C)
     sizes = chunk_kernels.block_sizes(K, V)
-    switches = dict(DELTA=mixer.delta, DECAY=mixer.decay, HAS_DS_T=has_ds_t, PRECISION=precision)
-    constexprs = dict(K=K, V=V, C=C, LOG_C=C.bit_length() - 1, SLICE=SLICE, **sizes, **switches)
+    switches = dict(DELTA=mixer.delta, DECAY=mixer.decay, HAS_DS_T=has_ds_t, PRECISION=precision, ACC=acc)
+    constexprs = dict(K=K, V=V, C=C, SLICE=SLICE, **sizes, **switches)
     rows = (N * C // sizes["BR"], heads)                        # one program per block of BR rows
     steps = [("outputs", chunk_output_backward_kernel, rows),
              ("walk", chunk_walk_backward_kernel, (triton.cdiv(V, sizes["BV"]), heads)),
@@ -963,30 +992,34 @@ def triton_chunked_backward(mixer, do, dS_T, q, k, v, g=None, beta=None, chunk_s
                             input_precision="ieee"):
     """The gradients of `mixer`'s chunked form (a name or a `contract.Mixer`) as Triton kernels, given do
     [B, H, T, V] and dS_T [B, H, K, V] (None: the loss does not use the final state): the same numbers as
-    `chunked.chunked_backward`, in float32.
+    `chunked.chunked_backward`, up to the precision of the products (input_precision, as the forward's).
 
     Recomputes the forward's factors and states with the forward's own kernels (`chunk_kernels.run`, its
-    intra-chunk and scan steps), then the backward walk, the states' gradients and the mixer's intra-chunk
-    backward (`backward_launches`), then dg = the reverse cumulative sum of dG inside each chunk.
-    Returns {"q", "k", "v", ["g",] ["beta",] "initial_state": gradient}: dq, dk, dv in their inputs'
-    dtypes, the others in float32 (None for an initial state that was not given)."""
+    intra-chunk and scan steps), then runs `backward_launches`, then dg = the reverse cumulative sum of dG
+    inside each chunk. Returns {"q", "k", "v", ["g",] ["beta",] "initial_state": gradient}: dq, dk, dv in
+    their inputs' dtypes, the others in float32 (float64 for float64 inputs; None for an initial state
+    that was not given)."""
     from kimik3_lessons import mixers
     mixer = mixers.get(mixer) if isinstance(mixer, str) else mixer
     tensors = chunk_kernels.chunk_tensors(mixer, q, k, v, g, beta, chunk_size=chunk_size,
                                           initial_state=initial_state, input_precision=input_precision)
     B, H, T, K, V = contract.check_inputs(q, k, v, g, beta, initial_state, **mixer.switches)
     if not isinstance(do, torch.Tensor) or do.shape != (B, H, T, V):
-        raise ValueError(f"do must be [B, H, T, V] = [{B}, {H}, {T}, {V}] like o, got {contract.shape_str(do)}")
+        raise ValueError(f"do must be [B, H, T, V] = [{B}, {H}, {T}, {V}] like o, "
+                         f"got {contract.shape_str(do)}")
     if dS_T is not None and (not isinstance(dS_T, torch.Tensor) or dS_T.shape != (B, H, K, V)):
         raise ValueError(f"dS_T must be [B, H, K, V] = [{B}, {H}, {K}, {V}] like the final state, "
                          f"got {contract.shape_str(dS_T)}")
     contract.check_triton_inputs(do=do, dS_T=dS_T)
     chunk_kernels.run(mixer, tensors, chunk_size, input_precision, steps=("intra", "scan"))
-    C, N = chunk_size, triton.cdiv(T, chunk_size)
-    new = tensors["q"].new_empty
+    C, N, dtype = chunk_size, triton.cdiv(T, chunk_size), tensors["s_out"].dtype
+
+    def new(*shape):
+        return torch.empty(shape, dtype=dtype, device=tensors["s_out"].device)
+
     g_shape = (B, H, N * C, K) if mixer.decay == "channel" else (B, H, N * C)
-    tensors.update(do=do.to(torch.float32).contiguous(),
-                   ds_t=None if dS_T is None else dS_T.to(torch.float32).contiguous(),
+    tensors.update(do=(do if do.dtype in (torch.bfloat16, torch.float16) else do.to(dtype)).contiguous(),
+                   ds_t=None if dS_T is None else dS_T.to(dtype).contiguous(),
                    dh=new(B, H, N, K, V), du_new=new(B, H, T, V), ds0=new(B, H, K, V), dqd=new(B, H, T, K),
                    dw=new(B, H, T, K) if mixer.delta else None, dkd=new(B, H, T, K), da_qk=new(B, H, T, C),
                    ddecay=new(B, H, N, K) if mixer.decay else None, da=new(B, H, T, C), dq=new(B, H, T, K),
@@ -995,7 +1028,8 @@ def triton_chunked_backward(mixer, do, dS_T, q, k, v, g=None, beta=None, chunk_s
                    dg_cum=new(*g_shape) if mixer.decay else None)
     for _, kernel, grid, constexprs, options in backward_launches(mixer, T, K, V, C, B * H,
                                                                   has_ds_t=dS_T is not None,
-                                                                  precision=input_precision):
+                                                                  precision=input_precision,
+                                                                  acc=chunk_kernels.acc_dtype(tensors)):
         chunk_kernels.launch(kernel, grid, tensors, options, read_only_under=READ_ONLY_UNDER,
                              **{"T": T, "K": K, "V": V, **constexprs})
     grads = dict(q=tensors["dq"].to(q.dtype), k=tensors["dk"].to(k.dtype),
@@ -1007,4 +1041,3 @@ def triton_chunked_backward(mixer, do, dS_T, q, k, v, g=None, beta=None, chunk_s
         grads["beta"] = tensors["dbeta"]
     grads["initial_state"] = tensors["ds0"] if initial_state is not None else None
     return grads
-

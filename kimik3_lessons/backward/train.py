@@ -34,7 +34,8 @@ class ChunkedFunction(torch.autograd.Function):
     def forward(ctx, engine, mixer, keep, chunk_size, input_precision, q, k, v, g, beta, initial_state):
         x = dict(q=q, k=k, v=v, g=g, beta=beta)
         if engine == "pytorch":
-            o, S_T, S_n = chunked.chunked_forward(mixer, **x, chunk_size=chunk_size, initial_state=initial_state)
+            o, S_T, S_n = chunked.chunked_forward(mixer, **x, chunk_size=chunk_size,
+                                                  initial_state=initial_state)
         else:
             o, S_T = mixer.triton_chunked(**{n: x[n] for n in ("q", "k", "v", *mixer.args)},
                                           chunk_size=chunk_size, initial_state=initial_state,
@@ -60,7 +61,8 @@ class ChunkedFunction(torch.autograd.Function):
                                                     initial_state=S0, input_precision=input_precision)
         out = [grads.get(name) for name in ("q", "k", "v", "g", "beta", "initial_state")]
         inputs = (q, k, v, g, beta, S0)
-        out = [None if t is None or grad is None else grad.to(t.dtype) for t, grad in zip(inputs, out, strict=True)]
+        out = [None if t is None or grad is None else grad.to(t.dtype) for t, grad in zip(inputs, out,
+                                                                                          strict=True)]
         return (None, None, None, None, None, *out)
 
 
@@ -82,7 +84,7 @@ def trainable(mixer, engine="triton", keep="inputs", input_precision="ieee"):
         if len(args) != len(mixer.args):
             raise ValueError(f"{mixer.name} takes q, k, v{''.join(', ' + a for a in mixer.args)}, "
                              f"got {3 + len(args)} tensors")
-        x = dict(zip(mixer.args, args))
+        x = dict(zip(mixer.args, args, strict=True))
         return ChunkedFunction.apply(engine, mixer, keep, chunk_size, input_precision, q, k, v, x.get("g"),
                                      x.get("beta"), initial_state)
 
