@@ -142,9 +142,9 @@ def kernel(
 
 
 def test_every_kernel_of_the_package_is_checked():
-    """The rule covers each module's kernels and helpers: the five lesson modules with kernels and
-    chunk_kernels, and among them every helper the launcher's kernels call."""
-    assert {key.partition(".")[0] for key in JIT} == {"chunk_kernels", "linear_attention", "deltanet",
-                                                      "gated_deltanet", "kda", "moe"}
+    """The rule covers each module's kernels and helpers: every mixer's module (`mixers.MIXERS`), the shared
+    chunk_kernels and moe's SiTU, and among them every helper the launcher's kernels call."""
+    from kimik3_lessons import mixers
+    assert {key.partition(".")[0] for key in JIT} == {*mixers.MIXERS, "chunk_kernels", "moe"}
     assert {"load_rows", "store_rows", "dot_rows", "times_state", "wy_slices", "decayed_scores_tile",
             "forward_substitution_tile"} <= HELPERS
