@@ -216,6 +216,8 @@ def test_a_module_moved_to_the_device_trains_there(two_devices):
     assert rehearsal.on_device(layer.weight) and rehearsal.on_device(layer.weight.grad)
     with pytest.raises(RuntimeError, match="same device"):
         layer(torch.randn(5, 4))
+    made_there = torch.nn.Linear(4, 3, device=two_devices)          # a Parameter of device data
+    assert rehearsal.on_device(made_there.weight) and rehearsal.on_device(made_there(x))
 
 
 def test_the_kernels_refuse_a_host_tensor_as_compiled_ones_do(two_devices):
