@@ -11,7 +11,7 @@ refuses three things a CPU-only run never sees:
   numpy. Use Tensor.cpu() to copy the tensor to host memory first.";
 - a host tensor given to a compiled Triton kernel (`contract.check_triton_inputs` names it).
 
-And a GPU computes some things differently: a compiled `tl.exp(x)` is ex2.approx.f32 of x * log2(e)
+And a GPU computes some things differently: a compiled `tl.exp(x)` is ex2.approx.ftz.f32 of x * log2(e)
 rounded to float32 (PTX of triton 3.4-3.9, sm_75 to sm_90), whose rounding alone costs a relative error
 near |x| * 6e-8 (4.5e-6 at x = -75) where numpy's exp, the interpreter's, is exact to float32.
 `gpu_exp()` makes the interpreter compute `tl.exp` and `tl.exp2` that way (`exp_compiled`, with
@@ -164,12 +164,15 @@ _SPECIAL = {torch.Tensor.device.__get__: "device", torch.Tensor.numpy: "numpy",
 
 
 LOG2E = np.float32(math.log2(math.e))        # the constant a compiled tl.exp multiplies by, in float32
-EX2_ERROR = 2.0 ** -22                       # ex2.approx.f32: at most 2 ulp of relative error (PTX ISA)
+EX2_ERROR = 2.0 ** -22                       # ex2.approx: 2 ulp of relative error, the bound assumed here
 
 
 def ex2_approx(x):
-    """2^x as ex2.approx.f32 computes it, its error bound added in full (float32 in, float32 out)."""
-    return (np.exp2(x.astype(np.float64)) * (1.0 + EX2_ERROR)).astype(np.float32)
+    """2^x as ex2.approx.ftz.f32 (what triton emits) computes it: its error bound (2 ulp, the bound this
+    emulation assumes) added in full, and a result below float32's smallest normal flushed to zero
+    (float32 in, float32 out)."""
+    y = np.exp2(x.astype(np.float64)) * (1.0 + EX2_ERROR)
+    return np.where(y < np.finfo(np.float32).tiny, 0.0, y).astype(np.float32)
 
 
 def exp_compiled(x):
