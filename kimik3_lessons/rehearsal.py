@@ -13,10 +13,11 @@ refuses three things a CPU-only run never sees:
 
 And a GPU computes some things differently: a compiled `tl.exp(x)` is ex2.approx.ftz.f32 of x * log2(e)
 rounded to float32 (PTX of triton 3.4-3.9, sm_75 to sm_90), whose rounding alone costs a relative error
-near |x| * 6e-8 (4.5e-6 at x = -75) where numpy's exp, the interpreter's, is exact to float32.
-`gpu_exp()` makes the interpreter compute `tl.exp` and `tl.exp2` that way (`exp_compiled`, with
-ex2.approx's own error, at most 2 ulp, added in full), so that a tolerance a GPU must meet is checked
-against the GPU's arithmetic.
+near |x| * 6e-8 (4.5e-6 at x = -75) where numpy's exp, the interpreter's, is exact to float32; and a
+"tf32" product reads its inputs with 10 mantissa bits. `gpu_arithmetic()` makes the interpreter compute
+`tl.exp` and `tl.exp2` that way (`exp_compiled`, with ex2.approx's own error, 2 ulp, added in full) and
+cut a "tf32" product's inputs to TF32 (`tf32`), so that a tolerance a GPU must meet is checked against
+the GPU's arithmetic (`start()` turns it on with the two devices).
 
 In the rehearsal (`lab.rehearsing()`, KIMIK3_REHEARSE=1: `make test`), `lab.setup()` calls `start()`:
 `lab.device()` becomes `DEVICE` (a CPU tensor's device with index 0, "cpu:0": the arithmetic stays the
@@ -183,20 +184,38 @@ def exp_compiled(x):
     return ex2_approx((x * LOG2E).astype(np.float32))
 
 
+def tf32(x):
+    """float32 values as a tensor core reads them for a "tf32" product: 10 of the 23 mantissa bits kept (cut,
+    not rounded: the larger of the two errors a GPU may make, 2^-10 relative)."""
+    if x.dtype != np.float32:
+        return x
+    return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
 @contextlib.contextmanager
-def gpu_exp():
-    """Inside: Triton's interpreter computes `tl.exp` and `tl.exp2` as a compiled kernel does on an NVIDIA
-    GPU (`exp_compiled`, `ex2_approx`)."""
+def gpu_arithmetic():
+    """Inside: Triton's interpreter computes as a compiled kernel does on an NVIDIA GPU where it differs
+    from numpy's float32: `tl.exp` and `tl.exp2` (`exp_compiled`, `ex2_approx`) and `tl.dot` with
+    input_precision "tf32", whose inputs are cut to TF32 (`tf32`)."""
     from triton.runtime import interpreter
     builder = interpreter.InterpreterBuilder
-    before = builder.create_exp, builder.create_exp2
+    before = builder.create_exp, builder.create_exp2, builder.create_dot
+    dot = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if str(input_precision).endswith(".TF32"):
+            a = interpreter.TensorHandle(tf32(a.data), a.dtype)
+            b = interpreter.TensorHandle(tf32(b.data), b.dtype)
+        return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
     builder.create_exp = lambda self, arg: self.unary_op(arg, exp_compiled)
     builder.create_exp2 = lambda self, arg: self.unary_op(
         arg, lambda x: ex2_approx(x) if x.dtype == np.float32 else np.exp2(x))
+    builder.create_dot = create_dot
     try:
         yield
     finally:
-        builder.create_exp, builder.create_exp2 = before
+        builder.create_exp, builder.create_exp2, builder.create_dot = before
 
 
 def active():
@@ -210,7 +229,7 @@ def start():
     if _state["mode"] is None:
         _state["mode"] = TwoDevices()
         _state["mode"].__enter__()
-        _state["exp"] = gpu_exp()
+        _state["exp"] = gpu_arithmetic()
         _state["exp"].__enter__()
         original = _state["parameter_new"] = torch.nn.Parameter.__new__
 
