@@ -23,7 +23,8 @@ endif
 # The exact versions `make test` runs with, every package but torch (whose build the machine decides,
 # TORCH_SPEC): constraints.txt, applied to every install into .venv. `make constraints` rewrites it from
 # .venv (after `pip install --upgrade` of what should move; then run `make test`). On a GPU machine the
-# CUDA build of torch brings its own triton: there the constraints are applied without triton's line.
+# CUDA build of torch brings its own triton and dependencies: there the constraints are applied to the
+# rest, without the lines of what torch installed.
 # pyproject.toml bounds torch, triton and numpy to what is tested: `make test-colab` is the floor.
 CONSTRAINTS := constraints.txt
 VENV_CONSTRAINTS := $(VENV)/constraints.txt
@@ -43,8 +44,14 @@ TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)/figures" MPLBACKEND=Agg 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(if $(filter yes,$(HAS_GPU)),grep -v '^triton==' $(CONSTRAINTS),cat $(CONSTRAINTS)) > $(VENV_CONSTRAINTS)
+ifeq ($(HAS_GPU),yes)
 	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	installed="$$($(BIN)/python -m pip freeze | sed -E 's/[=@ ].*//' | paste -sd'|')"; \
+		grep -v -i -E "^($$installed)==" $(CONSTRAINTS) > $(VENV_CONSTRAINTS)
+else
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) $(TORCH_SPEC)
+	cp $(CONSTRAINTS) $(VENV_CONSTRAINTS)
+endif
 	$(BIN)/python -m pip install --quiet -c $(VENV_CONSTRAINTS) -e ".[dev]"
 	touch $@
 

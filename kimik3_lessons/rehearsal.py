@@ -11,18 +11,20 @@ refuses three things a CPU-only run never sees:
   numpy. Use Tensor.cpu() to copy the tensor to host memory first.";
 - a host tensor given to a compiled Triton kernel (`contract.check_triton_inputs` names it).
 
-And a GPU computes some things differently: a compiled `tl.exp(x)` is ex2.approx.f32 of x * log2(e)
+And a GPU computes some things differently: a compiled `tl.exp(x)` is ex2.approx.ftz.f32 of x * log2(e)
 rounded to float32 (PTX of triton 3.4-3.9, sm_75 to sm_90), whose rounding alone costs a relative error
-near |x| * 6e-8 (4.5e-6 at x = -75) where numpy's exp, the interpreter's, is exact to float32.
-`gpu_exp()` makes the interpreter compute `tl.exp` and `tl.exp2` that way (`exp_compiled`, with
-ex2.approx's own error, at most 2 ulp, added in full), so that a tolerance a GPU must meet is checked
-against the GPU's arithmetic.
+near |x| * 6e-8 (4.5e-6 at x = -75) where numpy's exp, the interpreter's, is exact to float32; and a
+"tf32" product reads its inputs with 10 mantissa bits. `gpu_arithmetic()` makes the interpreter compute
+`tl.exp` and `tl.exp2` that way (`exp_compiled`, with ex2.approx's own error, 2 ulp, added in full) and
+cut a "tf32" product's inputs to TF32 (`tf32`), so that a tolerance a GPU must meet is checked against
+the GPU's arithmetic (`start()` turns it on with the two devices).
 
 In the rehearsal (`lab.rehearsing()`, KIMIK3_REHEARSE=1: `make test`), `lab.setup()` calls `start()`:
 `lab.device()` becomes `DEVICE` (a CPU tensor's device with index 0, "cpu:0": the arithmetic stays the
 CPU's) and a `TwoDevices` mode (a `torch.overrides.TorchFunctionMode`) sees every torch call. It marks
-the storage of each tensor made on `DEVICE` (a factory's `device=`, `.to(DEVICE)`, `.cuda()`) and of
-every result of an operation on a marked tensor; `.cpu()` and `.to("cpu")` return an unmarked copy (a
+each tensor made on `DEVICE` (a factory's `device=`, `.to(DEVICE)`, `.cuda()`), every result of an
+operation on a marked tensor, a Parameter made of one, and a tensor whose `.data` or `.grad` is set to one
+(an attribute of the tensor, `MARK`); `.cpu()` and `.to("cpu")` return an unmarked copy (a
 real copy, as on a GPU); a marked tensor reports `.device == DEVICE`; and the three refusals above are
 raised with CUDA's words (cuda:0 read as cpu:0). `paused()` lets a kernel launch hand its tensors to
 Triton's interpreter. Every lesson runs under it in `make test`, so a line that only works because the
@@ -35,7 +37,6 @@ import math
 
 import numpy as np
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.overrides import TorchFunctionMode
 
 DEVICE = torch.device("cpu", 0)      # the course's device in the rehearsal
@@ -44,47 +45,37 @@ MIXED = "Expected all tensors to be on the same device, but found at least two d
 TO_NUMPY = "can't convert {} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host " \
            "memory first."
 
-_marked = {}             # storage key -> a weak reference to the storage (a dead one is not marked)
-_state = dict(mode=None, paused=0, marks=0)
-
-
-def _key(t):
-    try:
-        return t.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):      # no storage (sparse, nested): never marked
-        return None
+MARK = "_kimik3_on_device"   # the attribute that marks a tensor (a Python object) as on the device
+_state = dict(mode=None, paused=0, parameter_new=None)
 
 
 def on_device(t):
     """True when tensor `t` lives on the rehearsal's device."""
-    ref = _marked.get(_key(t))
-    if ref is None:
-        return False
-    if ref.expired():
-        del _marked[_key(t)]
-        return False
-    return True
+    return t.__dict__.get(MARK, False)
 
 
 def _mark(t):
-    storage = t.untyped_storage()
-    _marked[storage._cdata] = StorageWeakRef(storage)
-    _state["marks"] += 1
-    if _state["marks"] % 50_000 == 0:                # forget the storages freed since
-        for key in [k for k, ref in _marked.items() if ref.expired()]:
-            del _marked[key]
+    if isinstance(t, torch.Tensor):
+        setattr(t, MARK, True)
 
 
-def _tensors(x, depth=0):
-    """The tensors in an argument (in lists, tuples and dicts, a few levels deep)."""
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif depth < 3 and isinstance(x, (list, tuple)):
-        for item in x:
-            yield from _tensors(item, depth + 1)
-    elif depth < 3 and isinstance(x, dict):
-        for item in x.values():
-            yield from _tensors(item, depth + 1)
+def _tensors(args, kwargs):
+    """The tensors among a call's arguments, and in the lists and tuples among them (torch.cat's)."""
+    found = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found.extend(x for x in a if isinstance(x, torch.Tensor))
+    return found
+
+
+def _outputs(out):
+    if isinstance(out, torch.Tensor):
+        return (out,)
+    if isinstance(out, (list, tuple)):
+        return [x for x in out if isinstance(x, torch.Tensor)]
+    return ()
 
 
 def _where(device):
@@ -116,6 +107,7 @@ def _target(func, args, kwargs):
     return None
 
 
+_MOVES = {torch.Tensor.cpu, torch.Tensor.cuda, torch.Tensor.to}
 _INDEXING = {torch.Tensor.__getitem__}
 _ACROSS = {torch.Tensor.copy_, torch.Tensor.__setitem__,   # copy across devices, as CUDA allows
            torch._has_compatible_shallow_copy_type}
@@ -126,52 +118,62 @@ class TwoDevices(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _state["paused"] or getattr(func, "__name__", "") == "__set__":   # setting .data or .grad: no op
+        if _state["paused"]:
             return func(*args, **kwargs)
-        if func == _DEVICE_GETTER:                  # a method-wrapper: equal, not the same object
+        special = _SPECIAL.get(func)
+        if special == "device":
             return DEVICE if on_device(args[0]) else func(*args, **kwargs)
-        if func in _NUMPY and on_device(args[0]):
+        if special == "numpy" and on_device(args[0]):
             raise TypeError(TO_NUMPY.format(DEVICE))
-        target = _target(func, args, kwargs)
+        if special == "set":                    # t.data = x (Module.to) or t.grad = x: t is where x is
+            if on_device(args[1]) if isinstance(args[1], torch.Tensor) else False:
+                _mark(args[0])
+            return func(*args, **kwargs)
+        target = _target(func, args, kwargs) if (func in _MOVES or "device" in kwargs) else None
         if target is None:
-            checked = args[:1] + args[2:] if func in _INDEXING else args   # a host index may index
-            inputs = [t for t in _tensors((checked, kwargs))]
-            device = [t for t in inputs if on_device(t)]
+            inputs = _tensors(args[:1] + args[2:] if func in _INDEXING else args, kwargs)
+            device = False
+            for t in inputs:
+                if on_device(t):
+                    device = True
+                    break
             if device and func not in _ACROSS:
-                host = [t for t in inputs if t.dim() > 0 and not on_device(t)]
-                if host:
-                    raise RuntimeError(MIXED.format(DEVICE) + f" (in {getattr(func, '__name__', func)}: a "
-                                       f"tensor of shape {list(host[0].shape)} is on the host)")
+                for t in inputs:
+                    if not on_device(t) and t.dim() > 0:
+                        raise RuntimeError(MIXED.format(DEVICE) + f" (in {getattr(func, '__name__', func)}: "
+                                           f"a tensor of shape {list(t.shape)} is on the host)")
             out = func(*args, **kwargs)
-            if device or (func == _GRAD_GETTER and on_device(args[0])):
-                for t in _tensors(out):
+            if device:
+                for t in _outputs(out):
                     _mark(t)
             return out
         out = func(*args, **kwargs)
-        sources = [t for t in _tensors(args) if on_device(t)]
-        for t in _tensors(out):
-            if target is DEVICE:
-                if any(t is s for s in _tensors(args)) and not on_device(t):
-                    t = t.clone()                     # a move to the device copies, as on a GPU
-                    out = t
+        inputs = [t for t in _tensors(args, kwargs)]
+        if target is DEVICE:
+            if isinstance(out, torch.Tensor) and any(out is t for t in inputs) and not on_device(out):
+                out = out.clone()                     # a move to the device copies, as on a GPU
+            for t in _outputs(out):
                 _mark(t)
-            elif target is HOST and on_device(t):
-                out = t.clone() if sources else out   # .cpu() of a device tensor: a host copy
+        elif isinstance(out, torch.Tensor) and on_device(out):
+            out = out.clone()                         # .cpu() of a device tensor: a host copy
         return out
 
 
-_DEVICE_GETTER = torch.Tensor.device.__get__
-_GRAD_GETTER = torch.Tensor.grad.__get__
-_NUMPY = {torch.Tensor.numpy, torch.Tensor.__array__}
+_SPECIAL = {torch.Tensor.device.__get__: "device", torch.Tensor.numpy: "numpy",
+            torch.Tensor.__array__: "numpy", torch.Tensor.data.__set__: "set",
+            torch.Tensor.grad.__set__: "set"}
 
 
 LOG2E = np.float32(math.log2(math.e))        # the constant a compiled tl.exp multiplies by, in float32
-EX2_ERROR = 2.0 ** -22                       # ex2.approx.f32: at most 2 ulp of relative error (PTX ISA)
+EX2_ERROR = 2.0 ** -22                       # ex2.approx: 2 ulp of relative error, the bound assumed here
 
 
 def ex2_approx(x):
-    """2^x as ex2.approx.f32 computes it, its error bound added in full (float32 in, float32 out)."""
-    return (np.exp2(x.astype(np.float64)) * (1.0 + EX2_ERROR)).astype(np.float32)
+    """2^x as ex2.approx.ftz.f32 (what triton emits) computes it: its error bound (2 ulp, the bound this
+    emulation assumes) added in full, and a result below float32's smallest normal flushed to zero
+    (float32 in, float32 out)."""
+    y = np.exp2(x.astype(np.float64)) * (1.0 + EX2_ERROR)
+    return np.where(y < np.finfo(np.float32).tiny, 0.0, y).astype(np.float32)
 
 
 def exp_compiled(x):
@@ -182,20 +184,38 @@ def exp_compiled(x):
     return ex2_approx((x * LOG2E).astype(np.float32))
 
 
+def tf32(x):
+    """float32 values as a tensor core reads them for a "tf32" product: 10 of the 23 mantissa bits kept (cut,
+    not rounded: the larger of the two errors a GPU may make, 2^-10 relative)."""
+    if x.dtype != np.float32:
+        return x
+    return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
 @contextlib.contextmanager
-def gpu_exp():
-    """Inside: Triton's interpreter computes `tl.exp` and `tl.exp2` as a compiled kernel does on an NVIDIA
-    GPU (`exp_compiled`, `ex2_approx`)."""
+def gpu_arithmetic():
+    """Inside: Triton's interpreter computes as a compiled kernel does on an NVIDIA GPU where it differs
+    from numpy's float32: `tl.exp` and `tl.exp2` (`exp_compiled`, `ex2_approx`) and `tl.dot` with
+    input_precision "tf32", whose inputs are cut to TF32 (`tf32`)."""
     from triton.runtime import interpreter
     builder = interpreter.InterpreterBuilder
-    before = builder.create_exp, builder.create_exp2
+    before = builder.create_exp, builder.create_exp2, builder.create_dot
+    dot = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if str(input_precision).endswith(".TF32"):
+            a = interpreter.TensorHandle(tf32(a.data), a.dtype)
+            b = interpreter.TensorHandle(tf32(b.data), b.dtype)
+        return dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
     builder.create_exp = lambda self, arg: self.unary_op(arg, exp_compiled)
     builder.create_exp2 = lambda self, arg: self.unary_op(
         arg, lambda x: ex2_approx(x) if x.dtype == np.float32 else np.exp2(x))
+    builder.create_dot = create_dot
     try:
         yield
     finally:
-        builder.create_exp, builder.create_exp2 = before
+        builder.create_exp, builder.create_exp2, builder.create_dot = before
 
 
 def active():
@@ -209,8 +229,16 @@ def start():
     if _state["mode"] is None:
         _state["mode"] = TwoDevices()
         _state["mode"].__enter__()
-        _state["exp"] = gpu_exp()
+        _state["exp"] = gpu_arithmetic()
         _state["exp"].__enter__()
+        original = _state["parameter_new"] = torch.nn.Parameter.__new__
+
+        def parameter_new(cls, data=None, requires_grad=True):   # a Parameter is where its data is
+            param = original(cls, data, requires_grad)
+            if data is not None and on_device(data):
+                _mark(param)
+            return param
+        torch.nn.Parameter.__new__ = parameter_new
     return DEVICE
 
 
@@ -219,8 +247,8 @@ def stop():
     if _state["mode"] is not None:
         _state["mode"].__exit__(None, None, None)
         _state["exp"].__exit__(None, None, None)
+        torch.nn.Parameter.__new__ = _state["parameter_new"]
         _state["mode"] = None
-        _marked.clear()
 
 
 @contextlib.contextmanager

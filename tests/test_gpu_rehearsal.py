@@ -216,6 +216,8 @@ def test_a_module_moved_to_the_device_trains_there(two_devices):
     assert rehearsal.on_device(layer.weight) and rehearsal.on_device(layer.weight.grad)
     with pytest.raises(RuntimeError, match="same device"):
         layer(torch.randn(5, 4))
+    made_there = torch.nn.Linear(4, 3, device=two_devices)          # a Parameter of device data
+    assert rehearsal.on_device(made_there.weight) and rehearsal.on_device(made_there(x))
 
 
 def test_the_kernels_refuse_a_host_tensor_as_compiled_ones_do(two_devices):
@@ -253,8 +255,8 @@ def test_the_cells_that_broke_run_all_on_a_gpu_fail_the_rehearsal(cell, two_devi
 
 
 def test_the_rehearsal_computes_exp_as_a_gpu_does():
-    """`gpu_exp`: the interpreter's tl.exp becomes ex2.approx of x log2(e) rounded to float32, as compiled
-    (at x = -75 the rounding alone is a relative error near 4.5e-6; numpy's exp is exact to float32)."""
+    """`gpu_arithmetic`: the interpreter's tl.exp becomes ex2.approx of x log2(e) rounded to float32, as
+    compiled (at x = -75 the rounding alone is a relative error near 4.5e-6; numpy's exp is exact)."""
     import numpy as np
     x = np.float32(-75.0) + np.arange(-64, 64, dtype=np.float32) * np.float32(2 ** -17)
     exact = np.exp(x.astype(np.float64))
@@ -338,3 +340,19 @@ def test_make_test_gpu_names_why_torch_sees_no_gpu(driver, built, available, say
     far from the cause; `make test-gpu` stops first and says which TORCH_SPEC to pass."""
     problem = gpu_bench.cuda_problem(driver, built, available)
     assert (problem is None) if says is None else says in problem
+
+
+@pytest.mark.parametrize("mixer", list(mixers.MIXERS))
+def test_tf32_rows_meet_their_tolerance_with_tf32_s_arithmetic(mixer, gpu_arithmetic):
+    """A "tf32" row's tolerance (gpu_bench.TOLERANCE, 1e-2) allows for products of inputs cut to 10
+    mantissa bits; with the interpreter's tf32 products cut so (`gpu_arithmetic`), the kernels meet it
+    and are measurably less exact than "ieee" (a tolerance met only by full float32 would prove nothing)."""
+    family = mixers.get(mixer)
+    x = gpu_bench.inputs(mixer, 1, 2, 100, 32, torch.bfloat16)
+    o64, S64 = family.recurrent(*(t.double() for t in x.values()))
+    errors = {}
+    for precision in ("ieee", "tf32"):
+        o, S = family.triton_chunked(*x.values(), chunk_size=64, input_precision=precision)
+        errors[precision] = max(lab.relative_error(o64, o), lab.relative_error(S64, S))
+    assert errors["tf32"] <= gpu_bench.TOLERANCE["tf32"] and errors["ieee"] <= gpu_bench.TOLERANCE["ieee"]
+    assert errors["tf32"] > 10 * errors["ieee"], errors

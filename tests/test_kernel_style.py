@@ -158,9 +158,10 @@ def kernel(
 
 
 def test_every_kernel_of_the_package_is_checked():
-    """The rule covers each module's kernels and helpers: the five lesson modules with kernels,
-    chunk_kernels and the backward's kernels, and among them every helper the launcher's kernels call."""
-    assert {key.rpartition(".")[0] for key in JIT} == {"chunk_kernels", "linear_attention", "deltanet",
-                                                       "gated_deltanet", "kda", "moe", "backward.kernels"}
+    """The rule covers each module's kernels and helpers: every mixer's module (`mixers.MIXERS`), the shared
+    chunk_kernels, moe's SiTU and the backward's kernels, and among them every helper the launcher's kernels
+    call."""
+    from kimik3_lessons import mixers
+    assert {key.rpartition(".")[0] for key in JIT} == {*mixers.MIXERS, "chunk_kernels", "moe", "backward.kernels"}
     assert {"load_rows", "store_rows", "dot_rows", "times_state", "wy_slices", "decayed_scores_tile",
             "forward_substitution_tile"} <= HELPERS
