@@ -162,6 +162,7 @@ def test_every_kernel_of_the_package_is_checked():
     chunk_kernels, moe's SiTU and the backward's kernels, and among them every helper the launcher's kernels
     call."""
     from kimik3_lessons import mixers
-    assert {key.rpartition(".")[0] for key in JIT} == {*mixers.MIXERS, "chunk_kernels", "moe", "backward.kernels"}
+    modules = {key.rpartition(".")[0] for key in JIT}
+    assert modules == {*mixers.MIXERS, "chunk_kernels", "moe", "backward.kernels"}
     assert {"load_rows", "store_rows", "dot_rows", "times_state", "wy_slices", "decayed_scores_tile",
             "forward_substitution_tile"} <= HELPERS
