@@ -12,7 +12,6 @@ import zlib
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from kimik3_lessons import contract, lab, mixers
 from kimik3_lessons.backward import chunked, cost, kernels, trainable
@@ -30,17 +29,8 @@ def gen(request):
 
 
 def inputs(mixer, gen, B=1, H=2, T=45, K=16, V=12, g_scale=0.5, dtype=torch.float64):
-    """q; unit-norm k; v; g in [-g_scale, 0] (per head or per key channel); beta in (0, 1); S_0; do; dS_T."""
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float64)
-    x = dict(q=randn(B, H, T, K), k=F.normalize(randn(B, H, T, K), dim=-1), v=randn(B, H, T, V))
-    if mixer.decay:
-        x["g"] = -g_scale * torch.rand((B, H, T) if mixer.decay == "head" else (B, H, T, K), generator=gen,
-                                       dtype=torch.float64)
-    if mixer.delta:
-        x["beta"] = torch.rand(B, H, T, generator=gen, dtype=torch.float64)
-    x = {name: t.to(dtype) for name, t in x.items()}
-    return x, randn(B, H, K, V).to(dtype), randn(B, H, T, V).to(dtype), randn(B, H, K, V).to(dtype)
+    """`chunked.example`: ({q, k, v, [g], [beta]}, S_0, dO, dS_T), drawn from the test's generator."""
+    return chunked.example(mixer, B, H, T, K, V, g_scale=g_scale, dtype=dtype, generator=gen)
 
 
 def autograd_of_the_recurrence(mixer, x, S0, do, dS):
@@ -59,9 +49,9 @@ def check_grads(what, ref, got, rtol):
 
 
 @pytest.mark.parametrize("mixer", MIXERS, ids=IDS)
-@pytest.mark.parametrize("T, C, K, V, state, final", [(45, 16, 16, 12, True, True), (70, 64, 32, 40, False, True),
-                                                      (33, 7, 24, 16, True, False), (20, 1, 16, 8, False, False),
-                                                      (50, 64, 128, 64, True, True)])
+@pytest.mark.parametrize("T, C, K, V, state, final", [
+    (45, 16, 16, 12, True, True), (70, 64, 32, 40, False, True), (33, 7, 24, 16, True, False),
+    (20, 1, 16, 8, False, False), (50, 64, 128, 64, True, True)])
 def test_pytorch_backward_equals_autograd_of_the_recurrence(mixer, T, C, K, V, state, final, gen):
     """T not a multiple of C, C = 1 (the recurrence) and C >= T (one chunk), head sizes 8 to 128, with and
     without an initial state (its gradient too) and a gradient into the final state."""
@@ -171,8 +161,8 @@ def test_half_precision_products_within_their_rounding(mixer, precision, gen):
     check_grads(f"{mixer.name} {precision}", ref, got, rtol=rtol)
     exact = triton_chunked_backward(mixer, do.to(dtype), dS.float(), **half, chunk_size=16,
                                     initial_state=S0.float())
-    assert lab.relative_error(ref["k"], exact["k"].float()) < lab.relative_error(ref["k"], got["k"].float()), \
-        "ieee products of the same half inputs should be closer than half-precision products"
+    closer = lab.relative_error(ref["k"], exact["k"].float()) < lab.relative_error(ref["k"], got["k"].float())
+    assert closer, "ieee products of the same half inputs should be closer than half-precision products"
 
 
 @pytest.mark.parametrize("mixer", MIXERS, ids=IDS)
@@ -202,7 +192,8 @@ def test_the_triton_engine_recomputes_the_states():
 def test_bad_gradients_raise_a_value_error_naming_them(gen):
     mixer = mixers.get("deltanet")
     x, S0, do, dS = inputs(mixer, gen, T=20, dtype=torch.float32)
-    with pytest.raises(ValueError, match=r"^do must be \[B, H, T, V\] = \[1, 2, 20, 12\] like o, got \[1, 2, 19, 12\]"):
+    with pytest.raises(ValueError, match=r"^do must be \[B, H, T, V\] = \[1, 2, 20, 12\] like o, "
+                                         r"got \[1, 2, 19, 12\]"):
         triton_chunked_backward(mixer, do[:, :, 1:], dS, **x, chunk_size=16)
     with pytest.raises(ValueError, match=r"^dS_T must be \[B, H, K, V\] = \[1, 2, 16, 12\]"):
         triton_chunked_backward(mixer, do, dS[..., 1:], **x, chunk_size=16)
@@ -218,13 +209,11 @@ def test_the_bytes_kept_for_the_backward(mixer, gen):
     B, H, T, K, V, C = 1, 2, 256, 32, 32, 64
     x, S0, _, _ = inputs(mixer, gen, B=B, H=H, T=T, K=K, V=V, dtype=torch.float32)
     leaves = {n: t.requires_grad_() for n, t in x.items()}
-    args = ("g_channel" if a == "g" and mixer.decay == "channel" else a for a in mixer.args)
-    args = tuple(args)
     kept = {}
     for keep in ("inputs", "states"):
         _, kept[keep] = cost.saved_bytes(trainable(mixer, engine="pytorch", keep=keep), *leaves.values(),
                                          chunk_size=C, initial_state=S0)
-        assert kept[keep] == cost.kept_bytes(B, H, T, K, V, C, keep, args)
+        assert kept[keep] == cost.kept_bytes(mixer, B, H, T, K, V, C, keep)
     _, kept["autograd"] = cost.saved_bytes(mixer.chunked, *leaves.values(), chunk_size=C, initial_state=S0)
     assert kept["autograd"] > kept["states"] > kept["inputs"]
 

@@ -313,6 +313,31 @@ FACTORS = {   # mixer name: (step 1, step 1')
 }
 
 
+def example(mixer, B=1, H=2, T=100, K=32, V=32, g_scale=0.5, dtype=torch.float64, device="cpu",
+            generator=None):
+    """Random inputs of `mixer` (a name or a `contract.Mixer`) and the gradients a loss sends back:
+    ({"q", "k", "v", ["g",] ["beta"]}, S_0, dO, dS_T). q and v normal, k unit rows (as layers make them),
+    g in [-g_scale, 0] (one per head or per key channel, as the mixer decays), beta in (0, 1), S_0, dO and
+    dS_T normal. Drawn in float64 on the CPU from `generator` (torch's global one when None), then cast
+    and moved, so every dtype and device sees the same numbers up to rounding."""
+    mixer = mixers.get(mixer) if isinstance(mixer, str) else mixer
+
+    def draw(*shape, uniform=False):
+        make = torch.rand if uniform else torch.randn
+        return make(*shape, generator=generator, dtype=torch.float64)
+
+    x = dict(q=draw(B, H, T, K), k=torch.nn.functional.normalize(draw(B, H, T, K), dim=-1),
+             v=draw(B, H, T, V))
+    if mixer.decay:
+        x["g"] = -g_scale * draw(*((B, H, T) if mixer.decay == "head" else (B, H, T, K)), uniform=True)
+    if mixer.delta:
+        x["beta"] = draw(B, H, T, uniform=True)
+    rest = (draw(B, H, K, V), draw(B, H, T, V), draw(B, H, K, V))
+    x, rest = ({n: t.to(device=device, dtype=dtype) for n, t in x.items()},
+               [t.to(device=device, dtype=dtype) for t in rest])
+    return (x, *rest)
+
+
 def chunks(mixer, q, k, v, g=None, beta=None, chunk_size=64, initial_state=None):
     """The inputs of `mixer` checked (`contract.prepare`) and split into chunks:
     ({name: [B, H, N, C, .]}, S_0)."""

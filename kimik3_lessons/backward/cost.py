@@ -28,12 +28,12 @@ def saved_bytes(fn, *args, **kwargs):
     return out, sum(storages.values())
 
 
-def kept_bytes(B, H, T, K, V, chunk_size, keep, args=(), bytes_per_number=4):
-    """The bytes `train.trainable` keeps, from the shapes: the inputs q, k [B, H, T, K], v [B, H, T, V],
-    g ([B, H, T] or [B, H, T, K]), beta [B, H, T] as listed in `args` (`Mixer.args`; g per channel is
-    "g_channel"), an initial state [B, H, K, V]; and with keep="states" the N = ceil(T / C) states S_n."""
-    sizes = {"g": T, "g_channel": T * K, "beta": T}
-    numbers = B * H * (2 * T * K + T * V + sum(sizes[a] for a in args) + K * V)
+def kept_bytes(mixer, B, H, T, K, V, chunk_size, keep, initial_state=True, bytes_per_number=4):
+    """The bytes `train.trainable` keeps, from the shapes: the inputs of `mixer` (a `contract.Mixer`),
+    q, k [B, H, T, K], v [B, H, T, V], g ([B, H, T], or [B, H, T, K] per channel), beta [B, H, T], the
+    initial state [B, H, K, V] when there is one; and with keep="states" the N = ceil(T / C) states S_n."""
+    sizes = {"g": T * K if mixer.decay == "channel" else T, "beta": T}
+    numbers = B * H * (2 * T * K + T * V + sum(sizes[a] for a in mixer.args) + K * V * initial_state)
     if keep == "states":
         numbers += B * H * -(-T // chunk_size) * K * V
     return numbers * bytes_per_number
