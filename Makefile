@@ -181,12 +181,12 @@ bench: $(STAMP)
 		$(BIN)/python $$script || status=1; \
 	done; exit $$status
 
-# The MQAR sweep lesson 12 plots (under 2 hours on 2 idle CPU cores, 2 workers of one thread each). Resumable:
+# The MQAR sweep lesson 12 plots (one worker of one thread; its CPU time is in benchmarks/README.md). Resumable:
 # one file per run in benchmarks/results/mqar_sweep/, a run whose file exists is skipped; the summary is
 # benchmarks/results/mqar_sweep_summary.json, assembled from the files after every run.
 .PHONY: sweep
 sweep: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py --workers 2
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py \

@@ -4,6 +4,7 @@ attention's layers), the models (mqar: every mixer trains with finite gradients,
 they claim to change, the state sizes match the real caches, attention learns the smallest setting), and
 the sweep (benchmarks/mqar_sweep.py: resumable, the rate chosen on held-out accuracy)."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -85,21 +86,50 @@ def test_every_mixer_trains_with_finite_gradients(mixer):
     assert all(map(torch.isfinite, map(torch.tensor, losses)))
 
 
-def test_the_recurrent_layers_follow_the_family_declaration():
-    """DeltaRuleMixer takes beta where the family member is a delta rule and a gate where it decays per
-    head; KDA, which decays per key channel, is built as lesson 07b's layer, and DeltaRuleMixer refuses it."""
+def test_the_recurrent_models_are_the_family_in_one_layer():
+    """The four recurrent rows of MIXERS are the family's members, each in lesson 07b's layer: beta where
+    the member is a delta rule, a gate per head or per key channel as its declaration decays, and nothing
+    else differs (every other parameter has the same name and shape in all four)."""
+    assert [n for n in mqar.MIXERS if n in mixers.MIXERS] == list(mixers.MIXERS)
     config = mqar.RecallConfig("hybrid", hidden_size=32)
+    shapes = {}
     for name, member in mixers.MIXERS.items():
         layer = mqar.build_mixer(config, name)
-        if member.decay == "channel":
-            assert type(layer) is kimi_linear.KimiDeltaAttention
-            with pytest.raises(ValueError, match="decays per key channel"):
-                mqar.DeltaRuleMixer(config, name)
-            continue
-        assert isinstance(layer, mqar.DeltaRuleMixer) and layer.rule is member
-        assert (layer.b_proj is not None) == member.delta
-        assert hasattr(layer, "A_log") == (member.decay == "head")
-    assert set(mixers.MIXERS) <= {kind for layers, _ in mqar.MIXERS.values() for kind in layers}
+        assert type(layer) is kimi_linear.KimiDeltaAttention and layer.rule is member
+        names = {n: tuple(p.shape) for n, p in layer.named_parameters()}
+        assert ("b_proj.weight" in names) == member.delta
+        assert ("a_proj.weight" in names) == (member.decay == "head")
+        assert ("f_a_proj.weight" in names) == ("f_b_proj.weight" in names) == (member.decay == "channel")
+        assert ("A_log" in names) == ("dt_bias" in names) == (member.decay is not None)
+        own = ("b_proj", "a_proj", "f_a_proj", "f_b_proj", "A_log", "dt_bias")          # beta and the gates
+        shapes[name] = {n: s for n, s in names.items() if n.split(".")[0] not in own}
+    assert all(s == shapes["kda"] for s in shapes.values())
+
+
+def test_the_layer_runs_the_declared_form_or_a_callable_in_its_place():
+    """The layer calls the form its config names, and a caller's callable with the same signature in its
+    place; the recurrence and the chunked form give the same model output."""
+    torch.manual_seed(0)
+    x = torch.randint(0, 64, (2, 37))
+    for name in mixers.MIXERS:
+        calls = []
+
+        def counted(*args, initial_state=None, name=name, calls=calls):
+            calls.append(len(args))
+            return mixers.get(name).recurrent(*args, initial_state=initial_state)
+
+        config = mqar.RecallConfig(name, vocab_size=64, hidden_size=32, chunk_size=16)
+        torch.manual_seed(1)
+        chunked = mqar.RecallModel(config).double()
+        torch.manual_seed(1)
+        substituted = mqar.RecallModel(config, form=counted).double()
+        torch.manual_seed(1)
+        recurrent = mqar.RecallModel(dataclasses.replace(config, form="recurrent")).double()
+        with torch.no_grad():
+            ref = chunked(x)
+            lab.check_close(f"{name}: a callable in place of the form", ref, substituted(x))
+            lab.check_close(f"{name}: the recurrent form", ref, recurrent(x))
+        assert calls == [3 + len(mixers.get(name).args)] * 2, (name, calls)        # q, k, v, [g,] [beta]
 
 
 def test_the_models_are_causal():
@@ -130,17 +160,20 @@ def test_no_conv_makes_every_convolution_the_identity():
     assert mqar.conv_reach(model.config) == 0
 
 
-def test_no_decay_removes_the_gates():
+def test_a_gate_held_at_zero_is_deltanet():
+    """KDA and gated DeltaNet with their gates held at g = 0 are DeltaNet: the same weights give the same
+    output (the comparison KDA against DeltaNet is the decay ablation)."""
     torch.manual_seed(0)
     x = torch.randn(2, 10, 32)
-    layer = mqar.build_mixer(mqar.RecallConfig("kda", hidden_size=32, decay=False), "kda")
-    assert torch.equal(layer.log_decay(x), torch.zeros(2, 10, 2, 16))
-    no_decay = mqar.RecallConfig("gated_deltanet", hidden_size=32, decay=False)
-    gated = mqar.build_mixer(no_decay, "gated_deltanet")
-    delta = mqar.build_mixer(mqar.RecallConfig("deltanet", hidden_size=32), "deltanet")
-    state = {k: v for k, v in gated.state_dict().items() if k in delta.state_dict()}
-    delta.load_state_dict(state)                 # same weights: gated DeltaNet with g = 0 is DeltaNet
-    lab.check_close("gated DeltaNet with g = 0 vs DeltaNet", delta(x), gated(x), rtol=1e-5)
+    config = mqar.RecallConfig("hybrid", hidden_size=32, chunk_size=4)
+    delta = mqar.build_mixer(config, "deltanet")
+    for name in ("gated_deltanet", "kda"):
+        gated = mqar.build_mixer(config, name)
+        gated.load_state_dict(delta.state_dict(), strict=False)
+        shape = (2, 10, 2) if name == "gated_deltanet" else (2, 10, 2, 16)
+        gated.log_decay = lambda x, shape=shape: x.new_zeros(shape)
+        lab.check_close(f"{name} with g = 0 vs DeltaNet", delta(x)[0], gated(x)[0], rtol=1e-5)
+        assert not torch.allclose(delta(x)[0], mqar.build_mixer(config, name)(x)[0])
 
 
 def test_state_numbers_match_the_real_caches():
@@ -149,7 +182,7 @@ def test_state_numbers_match_the_real_caches():
     config = mqar.RecallConfig("hybrid", hidden_size=D, num_heads=H)
     x = torch.randn(1, T, D)
     numbers = mqar.state_numbers(config, T)
-    _, kda_cache = kimi_linear.KimiDeltaAttention(config.kda_config())(x)
+    _, kda_cache = kimi_linear.KimiDeltaAttention(config.layer_config("kda"))(x)
     assert numbers[0] == kda_cache.nbytes // 4
     _, latent = mla.MultiHeadLatentAttention(config.mla_config())(x)
     conv_tail = D * (config.conv_size - 1)
@@ -208,26 +241,34 @@ def test_a_gate_without_weight_decay_keeps_its_value():
     lab.check_close("decayed weight", before[1] * (1 - 0.1), layer.q_proj.weight, rtol=1e-6)
 
 
-def test_the_gates_start_as_flash_linear_attentions_layers():
-    """KDA (fla/layers/kda.py): dt_bias = 0 and rates exp(A_log) in [1, 16]; gated DeltaNet
-    (fla/layers/gated_deltanet.py): rates in [0, 16], step sizes softplus(dt_bias) in [0.001, 0.1]."""
+def test_the_gates_start_as_flash_linear_attentions_layers_or_spread():
+    """gate_start="fla": KDA as fla/layers/kda.py (dt_bias = 0, rates in [1, 16]), gated DeltaNet as
+    fla/layers/gated_deltanet.py (rates in [0, 16], step sizes in [0.001, 0.1]). gate_start="spread": at zero
+    input every gate decays -A·dt with Mamba-2's A in [1, 16] and dt log-uniform in [0.001, 0.1], KimiK3's
+    bounded gate as the Mamba-2 gate: two draws of many channels have the same quantiles."""
     torch.manual_seed(0)
-    model = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64))
+    model = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64, gate_start="fla"))
     for block in model.blocks:
         layer = block.mixer
         assert torch.equal(layer.dt_bias, torch.zeros(64))
         rates = layer.A_log.exp()
         assert rates.min() >= 1 and rates.max() <= 16 and rates.std() > 2        # drawn, not constant
-    torch.manual_seed(0)
-    lesson07 = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64, kda_init="lesson07"))
-    layer = lesson07.blocks[0].mixer                 # lesson 07's start: rate 1, step sizes in [0.001, 0.1]
-    steps = torch.nn.functional.softplus(layer.dt_bias)
-    assert torch.equal(layer.A_log, torch.zeros(32)) and 1e-3 <= steps.min() < steps.max() <= 0.1
-    A_log, dt_bias = recall_training.gated_deltanet_gate_parameters(4000)
+    config = kimi_linear.KDAConfig(8, 4000, 2, mixer="gated_deltanet", gate_start="fla")
+    A_log, dt_bias = kimi_linear.gate_start(config)
     rates, steps = A_log.exp(), torch.nn.functional.softplus(dt_bias)
     assert 0 <= rates.min() < 0.1 and 15.9 < rates.max() <= 16
     assert 1e-3 * (1 - 1e-5) <= steps.min() < 1.1e-3 and 0.09 < steps.max() <= 0.1 * (1 + 1e-5)
     assert abs(steps.log().mean() - math.log(1e-2)) < 0.1                          # log-uniform: centred
+    zero = {}
+    for gate in ("mamba2", "bounded"):
+        config = kimi_linear.KDAConfig(8, 64, 64, forget_gate=gate)              # 4096 channels
+        torch.manual_seed(1 if gate == "bounded" else 2)
+        layer = kimi_linear.KimiDeltaAttention(config).double()
+        zero[gate] = -layer.log_decay(torch.zeros(1, 1, 8, dtype=torch.double)).flatten()
+    q = torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95], dtype=torch.double)
+    lab.check_close("-g at zero input, quantiles: bounded vs Mamba-2 gate", zero["mamba2"].quantile(q),
+                    zero["bounded"].quantile(q), rtol=0.08)
+    assert 1e-3 < zero["bounded"].min() and zero["bounded"].max() < 1.6 + 1e-9          # A·dt in [0.001, 1.6]
 
 
 def test_zero_input_half_lives_are_how_long_a_state_keeps_half():
