@@ -321,44 +321,113 @@ def load_sweep():
     return module
 
 
-def fake_run(sweep, point, held_out, steps):
-    """A run file as one_run writes it, with made-up results."""
+def fake_run(sweep, point, held_out, code=None):
+    """A run file as one_run writes it, with made-up results: held-out accuracy `held_out` at every
+    evaluation."""
     return {"run": sweep.run_name(point), **point, "accuracy": [held_out - 0.01] * 3,
-            "held_out": [held_out] * 3, "steps": steps, "seconds": 1.0, "curve": [],
-            "state_numbers": [1, 2, 3], "parameters": 7}
+            "held_out": [held_out] * 3, "steps": 800, "seconds": 2.0, "cpu_seconds": 1.0,
+            "curve": [(s, 1.0, [held_out] * 3) for s in (650, 700, 750, 800)], "answers": [], "gates": [],
+            "state_numbers": [1, 2, 3], "parameters": 7, "torch": "x", "code": code or {"f": "1"}}
 
 
-def test_the_sweep_resumes_and_chooses_the_rate_on_held_out_accuracy(tmp_path):
+def write(tmp_path, sweep, run):
+    (tmp_path / f"{run['run']}.json").write_text(json.dumps(run))
+
+
+def test_the_sweep_runs_stage_by_stage_and_chooses_each_points_rate_on_its_search_seeds(tmp_path):
     sweep = load_sweep()
-    search = sweep.search_points("full")
+    grid = sweep.GRIDS["full"]
+    first = grid["stages"][0]
+    search = sweep.search_points("full", first)
     names = [sweep.run_name(p) for p in search]
-    assert len(set(names)) == len(names) == len(sweep.LRS) * len(sweep.SEEDS) * len(mqar.MIXERS)
+    assert len(set(names)) == len(names) == len(sweep.LRS) * len(sweep.SEARCH_SEEDS) * len(first["models"])
+    assert not set(sweep.SEARCH_SEEDS) & set(sweep.SEEDS) and len(sweep.SEEDS) >= 5
+    lesson11 = sweep.lesson11_points("full")
+    assert sweep.next_runs("full", tmp_path) == lesson11                      # the cheap stage first
+    for p in lesson11:
+        write(tmp_path, sweep, fake_run(sweep, p, 0.9))
+    assert sweep.next_runs("full", tmp_path) == search                        # then the first search only
     runs, total = sweep.points("full", tmp_path)
-    assert runs == search
-    assert total == len(search) + len(sweep.SEEDS) * (len(mqar.MIXERS) + len(sweep.ABLATIONS))
-    # made-up results: kda best at 3e-2, attention tied at 1e-2 and 3e-2 (the fewer steps wins: 1e-2),
-    # every other mixer best at 3e-3
+    stages = grid["stages"]
+    assert total == len(lesson11) + sum(len(st["models"]) * (len(sweep.LRS) * len(sweep.SEARCH_SEEDS)
+                                                            + len(sweep.SEEDS)) for st in stages)
+    # made-up search results: kda best at 3e-2; attention tied at 1e-2 and 3e-2 (the smaller wins);
+    # every other model best at 3e-3
+    def score(p):
+        table = {"kda": {3e-2: 0.9}, "attention": {1e-2: 1.0, 3e-2: 1.0}}.get(p["mixer"], {3e-3: 0.8})
+        return table.get(p["lr"], 0.1) if not p["options"] else (0.7 if p["lr"] == 1e-2 else 0.1)
     for p in search[:-1]:
-        score = {"kda": {3e-2: 0.9}, "attention": {1e-2: 1.0, 3e-2: 1.0}}.get(p["mixer"], {3e-3: 0.8})
-        steps = 200 if (p["mixer"], p["lr"]) == ("attention", 1e-2) else 400
-        (tmp_path / f"{sweep.run_name(p)}.json").write_text(
-            json.dumps(fake_run(sweep, p, score.get(p["lr"], 0.1), steps)))
-    assert sweep.chosen_lrs("full", tmp_path) is None                       # one search run missing
-    assert sweep.points("full", tmp_path)[0] == search                      # later stages wait for it
+        write(tmp_path, sweep, fake_run(sweep, p, score(p)))
+    assert sweep.chosen_lrs("full", first, tmp_path) is None                 # one search run missing
+    assert sweep.next_runs("full", tmp_path) == search[-1:]
     summary = sweep.assemble("full", tmp_path)
-    assert not summary["complete"] and summary["missing"] == [names[-1]]
-    assert summary["done"] == len(search) - 1
-    last = fake_run(sweep, search[-1], 0.8 if search[-1]["lr"] == 3e-3 else 0.1, 400)
-    (tmp_path / f"{names[-1]}.json").write_text(json.dumps(last))
-    lrs = sweep.chosen_lrs("full", tmp_path)
-    assert lrs == {m: {"kda": 3e-2, "attention": 1e-2}.get(m, 3e-3) for m in mqar.MIXERS}
-    runs, _ = sweep.points("full", tmp_path)
-    later = runs[len(search):]
-    assert len(later) == total - len(search) and all(r["lr"] == lrs[r["mixer"]] for r in later)
-    assert len({sweep.run_name(r) for r in runs}) == len(runs)                 # one file per run
-    assert {(r["seq_len"], r["width"]) for r in later} == {(128, 32), (64, 32)}
+    assert not summary["complete"] and names[-1] in summary["missing"]
+    write(tmp_path, sweep, fake_run(sweep, search[-1], score(search[-1])))
+    lrs = sweep.chosen_lrs("full", first, tmp_path)
+    for m, o in first["models"]:
+        expected = 1e-2 if o else {"kda": 3e-2, "attention": 1e-2}.get(m, 3e-3)
+        assert lrs[sweep.model_key(m, o)] == expected, (m, o)
+    final = sweep.next_runs("full", tmp_path)
+    assert {p["seed"] for p in final} == set(sweep.SEEDS)
+    assert len(final) == len(first["models"]) * len(sweep.SEEDS)
+    assert all(p["lr"] == lrs[sweep.model_key(p["mixer"], p["options"])] for p in final)
+    for p in final:
+        write(tmp_path, sweep, fake_run(sweep, p, score({**p, "lr": p["lr"]})))
+    nxt = sweep.next_runs("full", tmp_path)
+    assert nxt == sweep.search_points("full", stages[1])                     # the next stage's search
     summary = sweep.assemble("full", tmp_path)
-    assert not summary["complete"] and summary["done"] == len(search)
-    kda_point = next(q for q in summary["points"] if q["mixer"] == "kda" and q["seq_len"] == 64)
+    kda_point = next(q for q in summary["points"] if q["mixer"] == "kda" and not q["options"]
+                     and q["task"] == "mqar")
     assert kda_point["lr"] == 3e-2 and kda_point["seeds"] == list(sweep.SEEDS)
-    assert kda_point["held_out"] == [[0.9] * 3] * len(sweep.SEEDS)
+    assert kda_point["lr_scores"] == pytest.approx({"0.003": 0.1, "0.01": 0.1, "0.03": 0.9})
+    assert len({sweep.run_name(r) for r in summary["runs"]}) == len(summary["runs"])
+
+
+def test_the_summary_refuses_runs_of_different_code(tmp_path):
+    sweep = load_sweep()
+    p, q = sweep.lesson11_points("full")[:2]
+    write(tmp_path, sweep, fake_run(sweep, p, 0.9, code={"kimik3_lessons/kda.py:chunked": "a", "g": "1"}))
+    write(tmp_path, sweep, fake_run(sweep, q, 0.9, code={"kimik3_lessons/kda.py:chunked": "a", "h": "2"}))
+    code = sweep.assemble("full", tmp_path)["code"]
+    assert code == {"kimik3_lessons/kda.py:chunked": "a", "g": "1", "h": "2"}
+    write(tmp_path, sweep, fake_run(sweep, q, 0.9, code={"kimik3_lessons/kda.py:chunked": "b"}))
+    with pytest.raises(ValueError, match="different sources of kimik3_lessons/kda.py:chunked"):
+        sweep.assemble("full", tmp_path)
+
+
+def test_the_code_digest_follows_what_a_function_computes_not_its_layout():
+    sweep = load_sweep()
+    base = "def f(x, y):\n    \"\"\"Add.\"\"\"\n    return x + y\n"
+    same = ["def f(x, y):\n    \"\"\"Add two numbers.\"\"\"\n    return x + y  # sum\n",
+            "def f(x,\n      y):\n    return (x\n            + y)\n",
+            "    def f(x, y):\n        return x + y\n"]
+    other = ["def f(x, y):\n    return x - y\n", "def f(x, y=1):\n    return x + y\n",
+             "@torch.no_grad()\ndef f(x, y):\n    return x + y\n"]
+    assert all(sweep.source_digest(s) == sweep.source_digest(base) for s in same)
+    assert all(sweep.source_digest(s) != sweep.source_digest(base) for s in other)
+
+
+def test_the_trace_records_the_functions_a_run_executes():
+    sweep = load_sweep()
+    point = dict(task="mqar", mixer="gated_deltanet", options={}, width=16, seq_len=64, lr=1e-2, seed=0)
+    tc = recall_training.TrainConfig(steps=1, eval_every=1, eval_size=2, test_size=2)
+    _, code = sweep.executed_code(sweep.build_and_train, point, "full", tc, 0)
+    for ran in ("kimik3_lessons/gated_deltanet.py:chunked", "kimik3_lessons/gated_deltanet.py:mamba2_gate",
+                "kimik3_lessons/kimi_linear.py:KimiDeltaAttention.forward",
+                "kimik3_lessons/recall_training.py:train",
+                "benchmarks/mqar_sweep.py:build_and_train"):
+        assert ran in code, ran
+    assert not any(k.startswith(("kimik3_lessons/kda.py", "kimik3_lessons/mla.py")) for k in code)
+    assert sweep.stale_code(code) == []
+    assert sweep.stale_code({**code, "kimik3_lessons/gated_deltanet.py:chunked": "0" * 16}) == \
+        ["kimik3_lessons/gated_deltanet.py:chunked"]
+
+
+def test_the_committed_sweep_ran_this_code():
+    """Every function the committed sweep's runs executed still has the source they ran (up to layout,
+    comments and docstrings). If this fails, the sweep is stale: rerun it (make sweep) or undo the change."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "mqar_sweep_summary.json"
+    if not path.exists():
+        pytest.skip("no committed sweep")
+    summary = json.loads(path.read_text())
+    assert load_sweep().stale_code(summary["code"]) == []
