@@ -431,3 +431,31 @@ def test_the_committed_sweep_ran_this_code():
         pytest.skip("no committed sweep")
     summary = json.loads(path.read_text())
     assert load_sweep().stale_code(summary["code"]) == []
+
+
+# --- Comparing points over seeds ---------------------------------------------------------------------
+
+def test_the_permutation_test_by_hand_and_by_sampling():
+    assert mqar.permutation_p([3.0], [1.0, 2.0]) == pytest.approx(1 / 3)      # splits {3}, {1}, {2}
+    assert mqar.permutation_p([1.0] * 5, [0.0] * 5) == pytest.approx(1 / 252)  # complete separation
+    assert mqar.permutation_p([0.0] * 5, [1.0] * 5) == 1.0
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.rand(5, generator=gen) + 0.3, torch.rand(5, generator=gen)
+    pooled, observed = torch.cat([a, b]), a.mean() - b.mean()
+    perms = torch.stack([torch.randperm(10, generator=gen) for _ in range(20000)])
+    diffs = pooled[perms[:, :5]].mean(1) - pooled[perms[:, 5:]].mean(1)
+    sampled = (diffs >= observed - 1e-12).double().mean().item()
+    assert abs(mqar.permutation_p(a, b) - sampled) < 0.01             # random splits approach the exact p
+
+
+def test_equivalence_needs_both_sides_inside_the_margin():
+    tight_a, tight_b = [0.99, 0.995, 1.0, 0.99, 0.998], [0.992, 1.0, 0.997, 0.991, 0.99]
+    assert mqar.equivalence_p(tight_a, tight_b, 0.02) == pytest.approx(1 / 252)
+    assert mqar.equivalence_p(tight_a, tight_b, 0.001) > 0.05                  # a margin too small to show
+    assert mqar.equivalence_p(tight_a, [0.5] + tight_b[1:], 0.02) > 0.05       # one seed far off
+
+
+def test_holm_rejects_step_down():
+    assert mqar.holm([0.004, 0.004, 0.03, 0.5]) == [True, True, False, False]   # 0.03 > 0.05 / 2
+    assert mqar.holm([0.5, 0.01, 0.001]) == [False, True, True]
+    assert mqar.holm([1 / 252] * 13) == [False] * 13                            # 1/252 > 0.05 / 13
