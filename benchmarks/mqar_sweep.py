@@ -22,17 +22,16 @@ exists is skipped. After every run the summary, benchmarks/results/mqar_sweep_su
 from the files: settings, runs, per point the chosen rate and every seed's results; `complete` says
 whether every run of the grid is in.
 
-Provenance: before its first run of a point, a worker traces one short training step of that point
-(`executed_code`) and records, for every function and method of the package and of this script that ran,
-a digest of its syntax tree without the docstring (`source_digest`: edits to layout, comments and
-docstrings do not count); every run carries that map. The summary refuses to assemble runs
-whose maps disagree on any function (`check_code`), and `stale_code` lists the functions whose source has
-changed since. Module-level constants and the configuration dataclasses' defaults are not traced: the
-run records its resolved configurations instead.
+Provenance: before each run, the worker traces two training steps of that point (`executed_code`) and
+records, for every function and method of the package and of this script that ran, a digest of its code
+as loaded (`code_digest`: bytecode, names and constants; edits to layout, comments and docstrings do not
+count); every run carries that map and the Python version. The summary refuses to assemble runs whose
+maps disagree on any function (`check_code`), and `stale_code` lists the functions whose code has changed
+since (on the same Python version: bytecode differs between versions). Module-level constants and the
+configuration dataclasses' defaults are not traced: each run records its resolved configurations.
 """
 
 import argparse
-import ast
 import dataclasses
 import hashlib
 import importlib
@@ -42,8 +41,8 @@ import multiprocessing
 import os
 import platform
 import sys
-import textwrap
 import time
+import types
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -190,8 +189,9 @@ def model_config(point, tasks):
 
 def executed_code(fn, *args, **kwargs):
     """Run fn(*args, **kwargs) and return (its result, {"path:qualname": digest}) for every function and
-    method of kimik3_lessons and of this script that ran. Nested functions, lambdas and comprehensions
-    are left out: their source is part of the function that encloses them."""
+    method of kimik3_lessons and of this script that ran, each digested as it was loaded (`code_digest`),
+    whatever its file says by then. Nested functions, lambdas and comprehensions are left out: their code
+    is part of the function that encloses them."""
     roots = (str(Path(mqar.__file__).parent), str(Path(__file__).resolve()))
     seen = set()
 
@@ -205,8 +205,7 @@ def executed_code(fn, *args, **kwargs):
         result = fn(*args, **kwargs)
     finally:
         sys.setprofile(None)
-    return result, {f"{code_path(c.co_filename)}:{qualname(c)}": source_digest(inspect.getsource(c))
-                    for c in seen}
+    return result, {f"{code_path(c.co_filename)}:{qualname(c)}": code_digest(c) for c in seen}
 
 
 def qualname(code):
@@ -218,19 +217,26 @@ def code_path(filename):
     return str(path.relative_to(Path(__file__).resolve().parents[1]))
 
 
-def source_digest(source):
-    """sha256 of a function's syntax tree without its docstring: what it computes, not how its source is
-    laid out, commented or documented (a change of either leaves the digest alone)."""
-    node = ast.parse(textwrap.dedent(source)).body[0]
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        node.body = body[1:]
-    return hashlib.sha256(ast.dump(node, include_attributes=False).encode()).hexdigest()[:16]
+def code_digest(code, docstring=True):
+    """sha256 of what a function computes: its bytecode, names, arguments and constants (nested code by its
+    own digest), without its docstring (CPython up to 3.13 keeps it as the first constant of a function),
+    line numbers or file: edits to layout, comments and docstrings leave it alone."""
+    def const(c):
+        if isinstance(c, types.CodeType):
+            return code_digest(c, docstring=False)
+        if isinstance(c, tuple | frozenset):
+            items = [const(x) for x in c]
+            return (type(c).__name__, sorted(items) if isinstance(c, frozenset) else items)
+        return repr(c)
+
+    consts = code.co_consts[1:] if docstring else code.co_consts
+    parts = [code.co_code.hex(), code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+             code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, [const(c) for c in consts]]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def current_source(key):
-    """The source today of a function named by `executed_code` ("path:qualname"), or None if it is gone."""
+def current_code(key):
+    """The code today of a function named by `executed_code` ("path:qualname"), or None if it is gone."""
     path, names = key.split(":")
     names = names.split(".")
     if path.startswith("benchmarks/"):                     # this script
@@ -241,16 +247,16 @@ def current_source(key):
         obj = getattr(obj, name, None)
         if obj is None:
             return None
-    obj = obj.fget if isinstance(obj, property) else obj
-    return inspect.getsource(obj)
+    obj = inspect.unwrap(obj.fget if isinstance(obj, property) else obj)
+    return getattr(obj, "__code__", None)
 
 
 def stale_code(code):
-    """The functions of a {key: digest} map whose source has changed (or gone) since: [key]."""
+    """The functions of a {key: digest} map whose code has changed (or gone) since: [key]."""
     stale = []
     for key, digest in sorted(code.items()):
-        source = current_source(key)
-        if source is None or source_digest(source) != digest:
+        now = current_code(key)
+        if now is None or code_digest(now) != digest:
             stale.append(key)
     return stale
 
@@ -332,6 +338,7 @@ def one_run(point, out_dir, grid="full", weights_dir=None):
               "half_lives": {"initial": initial, "trained": half_lives(model)},
               "gates": gates, "model": dataclasses.asdict(config), "train": dataclasses.asdict(tc),
               "tasks": [dataclasses.asdict(t) for t in tasks], "code": code, "torch": torch.__version__,
+              "python": platform.python_version(),
               "finished": now(), "load_average": os.getloadavg()}
     if weights_dir is not None and gates and point["task"] == "mqar" and point["seed"] == 0 \
             and (point["seq_len"], point["width"]) == (64, 32):
