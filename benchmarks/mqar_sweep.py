@@ -8,7 +8,7 @@ controls, and lesson 11's setting, each model trained for a fixed budget as its 
 The design. Stages, done in order (a stage's runs all finish before the next stage starts, so a sweep cut
 short misses whole points, never seeds):
 - lesson 11's setting: lesson 12's hybrid on lesson 11's task and recipe, gates started both ways;
-- T = 64, width 32: the seven models and the controls (`CONTROLS`);
+- T = 64, width 32: the seven models, then the controls (`CONTROLS`);
 - T = 128, width 32 and T = 64, width 64: the seven models.
 Every point (model, options, width, length) chooses its own learning rate: each rate of `LRS` is trained on
 the search seeds (`SEARCH_SEEDS`), the rate with the best held-out accuracy (mean over the search seeds,
@@ -71,7 +71,7 @@ LESSON11 = dict(task=dict(seq_len=24, num_pairs=4, vocab_size=32, min_distance=1
                 models=[("hybrid", {}), ("hybrid", {"gate_start": "fla"})])
 GRIDS = {
     "full": dict(lesson11=LESSON11, search_seeds=SEARCH_SEEDS, seeds=SEEDS, lrs=LRS, train={},
-                 stages=[dict(seq_len=64, width=32, models=MAIN + CONTROLS),
+                 stages=[dict(seq_len=64, width=32, models=MAIN), dict(seq_len=64, width=32, models=CONTROLS),
                          dict(seq_len=128, width=32, models=MAIN), dict(seq_len=64, width=64, models=MAIN)]),
     "quick": dict(lesson11={**LESSON11, "train": dict(steps=6, eval_every=3, eval_size=8, test_size=8)},
                   search_seeds=(100,), seeds=(0, 1), lrs=(1e-2, 3e-2),
