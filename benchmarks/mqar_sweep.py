@@ -383,8 +383,19 @@ def assemble(grid, run_dir=RUNS):
                 summary_points.append(point_summary(q, done, {f"{k:g}": v for k, v in scores.items()}))
     settings = {"grid": grid, **{k: v for k, v in g.items()}, "task": TASK, "pairs": PAIRS, "model": MODEL,
                 "train": dataclasses.asdict(dataclasses.replace(TRAIN, **g["train"])), "selection": SELECTION}
+    progress = []                   # per stage: its runs done, and the rates chosen once its search is in
+    for stage in g["stages"]:
+        lrs = chosen_lrs(grid, stage, run_dir)
+        search = search_points(grid, stage)
+        final = final_points(grid, stage, lrs) if lrs else []
+        progress.append(dict(seq_len=stage["seq_len"], width=stage["width"],
+                             search=[sum(read_run(run_dir, q) is not None for q in search), len(search)],
+                             final=[sum(read_run(run_dir, q) is not None for q in final),
+                                    len(stage["models"]) * len(g["seeds"])],
+                             rates=lrs and [[m, o, lrs[model_key(m, o)]] for m, o in stage["models"]]))
     cpu = sum(r["cpu_seconds"] for r in runs)
     return {"settings": settings, "complete": len(runs) == total, "done": len(runs), "total": total,
+            "stages": progress,
             "missing": [name for name, r in records.items() if r is None],
             "cpu_seconds": cpu, "wall_seconds": sum(r["seconds"] for r in runs),
             "machine": machine(), "torch": sorted({r["torch"] for r in runs}), "code": code,
@@ -396,6 +407,7 @@ def point_summary(p, done, lr_scores):
     reached = [next((s for s, _, accs in r["curve"] if min(accs) >= target), None) for r in done]
     return dict(task=p["task"], mixer=p["mixer"], options=p["options"], width=p["width"],
                 seq_len=p["seq_len"], lr=p["lr"], lr_scores=lr_scores, seeds=[r["seed"] for r in done],
+                pairs=done[0]["pairs"],
                 accuracy=[r["accuracy"] for r in done], answers=[r["answers"] for r in done],
                 held_out=[r["held_out"] for r in done], steps_to_99=reached,
                 state_numbers=done[0]["state_numbers"], parameters=done[0]["parameters"],

@@ -327,7 +327,8 @@ def fake_run(sweep, point, held_out, code=None):
     return {"run": sweep.run_name(point), **point, "accuracy": [held_out - 0.01] * 3,
             "held_out": [held_out] * 3, "steps": 800, "seconds": 2.0, "cpu_seconds": 1.0,
             "curve": [(s, 1.0, [held_out] * 3) for s in (650, 700, 750, 800)], "answers": [], "gates": [],
-            "state_numbers": [1, 2, 3], "parameters": 7, "torch": "x", "code": code or {"f": "1"}}
+            "state_numbers": [1, 2, 3], "parameters": 7, "torch": "x", "code": code or {"f": "1"},
+            "pairs": [4, 8, 16]}
 
 
 def write(tmp_path, sweep, run):
