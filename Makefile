@@ -198,19 +198,19 @@ notebooks: $(STAMP)
 # Every script in benchmarks/ but the MQAR sweep. The six timing scripts took 4 minutes on a quiet 2-core
 # CPU, 30 under load (benchmarks/README.md); compile_kernels.py about one more. Each exits 1, with a
 # `FAIL:` line per failure, when a required ratio or agreement fails; all run, and bench fails at the end
-# if any failed. mqar_sweep.py trains models for 1-2 hours: `make sweep` runs it.
+# if any failed. mqar_sweep.py trains models for hours (lesson 12 prints how many): `make sweep` runs it.
 bench: $(STAMP)
 	status=0; for script in benchmarks/*.py; do \
 		[ "$$script" = benchmarks/mqar_sweep.py ] && continue; \
 		$(BIN)/python $$script || status=1; \
 	done; exit $$status
 
-# The MQAR sweep lesson 12 plots (under 2 hours on 2 idle CPU cores, 2 workers of one thread each). Resumable:
+# The MQAR sweep lesson 12 plots (one worker of one thread; lesson 12 prints what it cost). Resumable:
 # one file per run in benchmarks/results/mqar_sweep/, a run whose file exists is skipped; the summary is
 # benchmarks/results/mqar_sweep_summary.json, assembled from the files after every run.
 .PHONY: sweep
 sweep: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py --workers 2
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py \
