@@ -112,8 +112,32 @@ def multiply_bf16_in_the_interpreter():
     builder.create_dot = create_dot_bf16
 
 
+def patch_language_once_per_launch():
+    """Make Triton's interpreter patch `triton.language` once per kernel launch, not once per call of a
+    device function. Each launch patches the language (its builtins made to compute in numpy) and undoes
+    it at the end; triton 3.4 to 3.9 patch it again on every call of a @triton.jit helper inside the
+    launch, which finds nothing left to patch but walks every member of the language first: a third of the
+    interpreter's time in these kernels, which call small helpers (`load_rows`, `mma`) thousands of times.
+    A call that finds the language modules it would patch already patched (their `load` no longer a
+    builtin) now skips the walk."""
+    from triton.runtime import interpreter
+    patch = getattr(interpreter, "_patch_lang", None)
+    if patch is None or not hasattr(interpreter, "_LangPatchScope") or getattr(patch, "once_per_launch", False):
+        return
+
+    def patch_lang(fn):
+        langs = [m for m in fn.__globals__.values() if m is tl or m is tl.core]     # the modules it patches
+        if langs and not any(tl.core.is_builtin(lang.load) for lang in langs):
+            return interpreter._LangPatchScope()          # patched by the launch: nothing to do, nothing to undo
+        return patch(fn)
+
+    patch_lang.once_per_launch = True
+    interpreter._patch_lang = patch_lang
+
+
 if contract.interpreted():
     multiply_bf16_in_the_interpreter()
+    patch_language_once_per_launch()
 
 
 # ---------------------------------------------------------------------------------------------------
