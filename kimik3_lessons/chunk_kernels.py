@@ -122,13 +122,13 @@ def patch_language_once_per_launch():
     builtin) now skips the walk."""
     from triton.runtime import interpreter
     patch = getattr(interpreter, "_patch_lang", None)
-    if patch is None or not hasattr(interpreter, "_LangPatchScope") or getattr(patch, "once_per_launch", False):
+    if patch is None or not hasattr(interpreter, "_LangPatchScope") or hasattr(patch, "once_per_launch"):
         return
 
     def patch_lang(fn):
-        langs = [m for m in fn.__globals__.values() if m is tl or m is tl.core]     # the modules it patches
+        langs = [m for m in fn.__globals__.values() if m is tl or m is tl.core]     # what it would patch
         if langs and not any(tl.core.is_builtin(lang.load) for lang in langs):
-            return interpreter._LangPatchScope()          # patched by the launch: nothing to do, nothing to undo
+            return interpreter._LangPatchScope()      # patched by the launch: nothing to do, nothing to undo
         return patch(fn)
 
     patch_lang.once_per_launch = True
@@ -463,6 +463,14 @@ def chunk_tensors(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_s
                 qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
                 decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),
                 u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
+
+
+def half_inputs(mixer):
+    """The tensors of `mixer`'s kernels that hold its inputs in their own dtype, half precision included
+    (`chunk_tensors`): q, k, v; U and U' are V without the delta rule, Qd and Kd are Q and K without decay.
+    A compile for bfloat16 or float16 inputs (`gpu_targets`) types these pointers so."""
+    return {"q", "k", "v"} | ({"u", "u_new"} if not mixer.delta else set()) | \
+        ({"qd", "kd"} if mixer.decay is None else set())
 
 
 def run(mixer, tensors, chunk_size, input_precision="ieee", steps=("intra", "scan", "output")):

@@ -60,9 +60,22 @@ def compile_mode():
 
 
 def families():
-    """What --family takes: every mixer of the family (`mixers.MIXERS`), and "moe" (the SiTU kernel)."""
+    """What --family takes: every mixer of the family (`mixers.MIXERS`), "moe" (the SiTU kernel) and
+    "backward" (lesson 13's kernels, for every mixer)."""
     from kimik3_lessons import mixers
-    return (*mixers.MIXERS, "moe")
+    return (*mixers.MIXERS, "moe", "backward")
+
+
+def precisions(cap):
+    """How a kernel's products may run on sm_{cap}: "ieee" everywhere; "tf32" and "bf16" on tensor cores
+    from sm_80 (Ampere) on; "fp16" on a T4 (sm_75), a training run's half precision there."""
+    return ("ieee", "tf32", "bf16") if cap >= 80 else ("ieee", "fp16")
+
+
+def tensor_cores(ptx):
+    """The tensor-core instruction a kernel's PTX uses: "wgmma" (Hopper's warpgroup MMA), "mma" (mma.sync,
+    sm_80's and sm_75's), or "-" (none: the products run on the CUDA cores)."""
+    return "wgmma" if "wgmma.mma_async" in ptx else "mma" if "mma.sync" in ptx else "-"
 
 
 def course_kernels(head_dim, chunk_size, families=None):
@@ -75,35 +88,47 @@ def course_kernels(head_dim, chunk_size, families=None):
     that a kernel the launcher would compile differently cannot be missed here. A kernel two mixers launch
     with the same constexprs (the output kernel of all four) is compiled once."""
     from kimik3_lessons import chunk_kernels, mixers, moe
-    found = {}                                   # (kernel name, constexprs) -> [mixers, label, kernel, ...]
+    from kimik3_lessons.backward import kernels as backward
+    found = {}                         # (kernel name, constexprs, half inputs) -> [mixers, step, kernel, ...]
     for mixer in mixers.MIXERS.values():
         plan = chunk_kernels.launches(mixer.intra_chunk_kernel, chunk_size, head_dim, head_dim, chunk_size, 1,
                                       delta=mixer.delta, decay=mixer.decay, has_s0=True)
+        plan += [(f"backward: {step}", *rest) for step, *rest in backward.backward_launches(
+            mixer, chunk_size, head_dim, head_dim, chunk_size, 1, has_ds_t=True)]
         for step, kernel, _, constexprs, options in plan:
-            key = (kernel.__name__, tuple(sorted((n, v) for n, v in constexprs.items() if n != "PRECISION")))
-            found.setdefault(key, [[], step, kernel, constexprs, options])[0].append(mixer)
-    kernels = [(tuple(m.name for m in users), label(step, users, constexprs), kernel, constexprs, options,
-                {"T": "i32", "K": "i32", "V": "i32", "*": "*fp32"})
-               for users, step, kernel, constexprs, options in found.values()]
+            half = tuple(sorted((chunk_kernels.half_inputs(mixer) | {"do"}) & set(kernel.arg_names)))
+            key = (kernel.__name__, half,
+                   tuple(sorted((n, str(v)) for n, v in constexprs.items() if n != "PRECISION")))
+            found.setdefault(key, [[], step, kernel, constexprs, options, half])[0].append(mixer)
+    kernels = [(tuple(m.name for m in users) + (("backward",) if step.startswith("backward") else ()),
+                label(step, users, constexprs), kernel, constexprs, options,
+                {"T": "i32", "K": "i32", "V": "i32", "*": "*fp32", "half": half})
+               for users, step, kernel, constexprs, options, half in found.values()]
     situ = dict(LINEAR=True, BLOCK=1024, BF16_BITS=True)           # bfloat16, as `situ_triton` passes it
     kernels.append((("moe",), "SiTU, fused (bf16)", moe.situ_kernel, situ, dict(num_warps=4),
                     {"n": "i32", "beta": "fp32", "linear_beta": "fp32", "*": "*i16"}))
+    if families is not None and "backward" not in families:     # a mixer's own: its forward kernels only
+        kernels = [kernel for kernel in kernels if "backward" not in kernel[0]]
     return [kernel for kernel in kernels if families is None or set(kernel[0]) & set(families)]
 
 
 def label(step, users, constexprs):
     """'KDA: intra-chunk', 'scan, DeltaNet (DELTA)', 'output, linear attention, DeltaNet, ... and KDA'."""
-    if step == "intra":
-        return f"{users[0].title}: intra-chunk"
+    if step in ("intra", "backward: intra"):
+        return f"{users[0].title}: intra-chunk" + (" backward" if step.startswith("backward") else "")
     titles = [m.title for m in users]
     names = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
     on = [name for name in ("DELTA", "DECAY") if constexprs.get(name)]
     return f"{step}, {names}" + (f" ({', '.join(on)})" if on else "")
 
 
-def signature(kernel, constexprs, types):
-    """Triton's signature for `kernel`: constexprs by value, scalars by their type, tensors as pointers."""
-    return {name: "constexpr" if name in constexprs else types.get(name, types["*"])
+def signature(kernel, constexprs, types, precision="ieee"):
+    """Triton's signature for `kernel`: constexprs by value, scalars by their type, tensors as pointers;
+    for "bf16" or "fp16" products the pointers to the inputs (types["half"]) in that dtype, as a training
+    run passes them."""
+    half = {"bf16": "*bf16", "fp16": "*fp16"}.get(precision)
+    return {name: "constexpr" if name in constexprs else
+            half if half and name in types.get("half", ()) else types.get(name, types["*"])
             for name in kernel.arg_names}
 
 
@@ -174,7 +199,8 @@ def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
     start, cpu = time.perf_counter(), cpu_seconds()
     with empty_triton_cache():
         try:
-            compiled = triton.compile(ASTSource(kernel, signature(kernel, constexprs, types), constexprs),
+            compiled = triton.compile(ASTSource(kernel, signature(kernel, constexprs, types, precision),
+                                                constexprs),
                                       target=GPUTarget("cuda", cap, 32), options=options)
         except Exception as err:  # a compile error is a result to report, not a crash of the table
             return dict(row, seconds=cpu_seconds() - cpu, wall=time.perf_counter() - start,
@@ -182,7 +208,8 @@ def compile_kernel(kernel, constexprs, options, types, cap, precision="ieee"):
     seconds, wall = cpu_seconds() - cpu, time.perf_counter() - start
     registers, spill_bytes, _ = ptxas_report(compiled.asm["ptx"], cap)
     return dict(row, seconds=seconds, wall=wall, registers=registers, spill_bytes=spill_bytes,
-                shared_bytes=compiled.metadata.shared, shared_limit=TARGETS[cap][1])
+                shared_bytes=compiled.metadata.shared, shared_limit=TARGETS[cap][1],
+                tensor_cores=tensor_cores(compiled.asm["ptx"]))
 
 
 def _compile_job(job):
@@ -194,9 +221,9 @@ def _compile_job(job):
                 chunk=chunk_size if mixer else None)
 
 
-def jobs(families, head_dims, chunk_sizes, targets):
-    """Every (kernel, target, precision): "ieee" everywhere, "tf32" where the GPU has TF32 (sm_80+). The SiTU
-    kernel has no head size: once per target."""
+def jobs(families, head_dims, chunk_sizes, targets, precisions_=None):
+    """Every (kernel, target, precision): each of `precisions(cap)` (those among `precisions_`, when given)
+    for a kernel that takes a PRECISION, else "ieee". The SiTU kernel has no head size: once per target."""
     out = []
     for head_dim in head_dims:
         for chunk_size in chunk_sizes:
@@ -204,8 +231,8 @@ def jobs(families, head_dims, chunk_sizes, targets):
                 if users == ("moe",) and (head_dim, chunk_size) != (head_dims[0], chunk_sizes[0]):
                     continue
                 for cap in targets:
-                    for precision in ("ieee", "tf32") if cap >= 80 and "PRECISION" in kernel.arg_names \
-                            else ("ieee",):
+                    kinds = precisions(cap) if "PRECISION" in kernel.arg_names else ("ieee",)
+                    for precision in (p for p in kinds if precisions_ is None or p in precisions_):
                         out.append((families, index, cap, precision, head_dim, chunk_size))
     return out
 
@@ -253,15 +280,16 @@ def report(rows):
 def table(rows):
     """The rows as a markdown table."""
     lines = ["| kernel | head dim | C | target | precision | compile (CPU s) | registers | spill (bytes) | "
-             "shared memory (KiB) |", "|---|---|---|---|---|---|---|---|---|"]
+             "shared memory (KiB) | tensor cores |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = (f"| {r['kernel']} | {r['head_dim'] or '-'} | {r['chunk'] or '-'} | {r['target']} "
                 f"({r['gpu']}) | {r['precision']} | {r['seconds']:.1f} |")
         if "error" in r:
-            lines.append(f"{head} error: {r['error'][:60]} | | |")
+            lines.append(f"{head} error: {r['error'][:60]} | | | |")
         else:
             lines.append(f"{head} {r['registers']} | {r['spill_bytes']} | "
-                         f"{r['shared_bytes'] / 1024:.0f} of {r['shared_limit'] // 1024} |")
+                         f"{r['shared_bytes'] / 1024:.0f} of {r['shared_limit'] // 1024} | "
+                         f"{r.get('tensor_cores', '-')} |")
     return "\n".join(lines)
 
 
@@ -290,6 +318,8 @@ def main(argv=None):
     parser.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--chunk-size", type=int, nargs="+", default=[64])
     parser.add_argument("--target", type=int, nargs="+", default=sorted(TARGETS), choices=sorted(TARGETS))
+    parser.add_argument("--precision", nargs="+", default=None, choices=("ieee", "tf32", "bf16", "fp16"),
+                        help="the products' precisions to compile (default: each its target has)")
     parser.add_argument("--check", action="store_true", help="exit 1 if any kernel has a problem")
     parser.add_argument("--max-seconds", type=float, default=MAX_SECONDS,
                         help="slowest acceptable compile of one kernel, in CPU seconds")
@@ -297,7 +327,7 @@ def main(argv=None):
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
 
-    todo = jobs(tuple(args.family), args.head_dim, args.chunk_size, args.target)
+    todo = jobs(tuple(args.family), args.head_dim, args.chunk_size, args.target, args.precision)
     print(f"compiling {len(todo)} kernels for {', '.join(f'sm_{c}' for c in args.target)} "
           f"with {args.workers} workers ...", flush=True)
     start, rows = time.perf_counter(), []
