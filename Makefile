@@ -152,8 +152,9 @@ set-repo:
 	$(PYTHON) tools/repo_url.py $(if $(REPO),--set $(REPO))
 
 # The course a teacher hands out: outputs cleared, solutions left out (STUDENT=<folder>, default
-# build/student). REPO=owner/name: its badges and install lines open the class's repository; HINTS=0: its
-# checks show no hints (graded work); LANG=zh_CN or de: its lessons in that language (the edition's).
+# build/student: a new or empty folder, or one it wrote before; anything else is refused). REPO=owner/name:
+# its badges and install lines open the class's repository; HINTS=0: graded work, no hint and no listing
+# of an answer in it; LANG=zh_CN or de: its lessons in that language (the edition's).
 STUDENT ?= build/student
 HINTS ?= 1
 student: $(if $(EDITION_LANG),$(DOCS_STAMP))
@@ -161,12 +162,30 @@ student: $(if $(EDITION_LANG),$(DOCS_STAMP))
 		$(if $(REPO),--repo $(REPO)) --hints $(HINTS) $(if $(EDITION_LANG),--lang $(EDITION_LANG))
 
 # The course as an nbgrader course directory (NBGRADER=<folder>, default build/nbgrader): every lesson's
-# notebook with its solutions between nbgrader's markers and its checks as autograded cells, points =
-# difficulty (docs/teaching.md, Grading). HINTS=1 keeps the hints in the graded checks.
+# notebook with its solutions between nbgrader's markers, its checks as autograded cells (points =
+# difficulty, partial credit) and its written question as a manually graded cell (docs/teaching.md,
+# Grading). REPO=owner/name: badges and install lines open the class's repository; COURSE=<id>: the course
+# id of a new nbgrader_config.py (an existing one is kept as it is); HINTS=1 keeps the hints.
 NBGRADER ?= build/nbgrader
 .PHONY: nbgrader
 nbgrader:
-	$(PYTHON) tools/nbgrader_export.py $(NBGRADER) --hints $(if $(filter command line,$(origin HINTS)),$(HINTS),0)
+	$(PYTHON) tools/nbgrader_export.py $(NBGRADER) --hints $(if $(filter command line,$(origin HINTS)),$(HINTS),0) \
+		$(if $(REPO),--repo $(REPO)) $(if $(COURSE),--course $(COURSE))
+
+# nbgrader on a real JupyterHub started on 127.0.0.1 (hub_tests/: its dummy authenticator, the local-process
+# spawner, configurable-http-proxy from npm): release, fetch and submit by two students through the hub,
+# collect, autograde, generate and return the feedback, fetched back. Installs JupyterHub into .venv and the
+# proxy under HUB_NODE once. Not part of `make test` (README: its time).
+HUB_NODE := $(CURDIR)/build/hub-node
+HUB_SCRATCH := $${TMPDIR:-/tmp}/kimik3-hub
+.PHONY: test-hub
+test-hub: $(STAMP)
+	$(BIN)/python -m pip install --quiet "jupyterhub>=5,<6"
+	test -x "$(HUB_NODE)/node_modules/.bin/configurable-http-proxy" || \
+		npm install --silent --prefix "$(HUB_NODE)" configurable-http-proxy@4
+	rm -rf "$(HUB_SCRATCH)" && mkdir -p "$(HUB_SCRATCH)"
+	PATH="$(HUB_NODE)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH" KIMIK3_HUB_SCRATCH="$(HUB_SCRATCH)" \
+		$(BIN)/pytest -q -p no:xdist hub_tests/
 
 # The course in other languages (docs/translations.md). The English pages are the one source; their
 # prose is in gettext catalogs, locales/<lang>/LC_MESSAGES/<page>.po. `make catalogs` extracts the English
@@ -214,12 +233,15 @@ sweep: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py \
-		site site_tests
+		site site_tests hub_tests
 
 # Everything the targets above build in the checkout: both environments, build/ (site, student edition,
-# nbgrader course), the caches. Scratch folders under $TMPDIR are each target's own to clear.
+# nbgrader course), the caches; but never a folder under build/ that holds an nbgrader course (a gradebook,
+# submissions, feedback, its configuration) or a git repository: those are kept, and named. Scratch
+# folders under $TMPDIR are each target's own to clear.
 clean:
-	rm -rf $(VENV) $(COLAB) build .pytest_cache .ruff_cache *.egg-info
+	$(PYTHON) tools/nbgrader_export.py --clean build
+	rm -rf $(VENV) $(COLAB) .pytest_cache .ruff_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # The five lessons with `%%needs gpu` cells.

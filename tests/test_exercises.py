@@ -1,16 +1,24 @@
 """The exercise kit: every check says "not attempted" for the stub, rejects plausible wrong answers and
 accepts the solution. Solutions and wrong answers live in solutions/NN_slug.py (WRONG_ANSWERS). A check
 never raises: an answer of the wrong dtype, None, a wrong signature or an error in the student's code each
-give one ❌ line; KIMIK3_HINTS=0 drops the hints."""
+give one ❌ line; KIMIK3_HINTS=0 drops the hints. A check scores the parts it declares (partial credit); a
+call of a package function that computes what the exercise asks for is refused, whatever else is right,
+and every forbid list is walked against the package's public functions."""
 
+import functools
+import importlib
 import importlib.util
+import inspect
+import pkgutil
 import random
+import sys
 
 import pytest
 import torch
 
+import kimik3_lessons
 from kimik3_lessons import exercises
-from kimik3_lessons.exercises import Wrong, expect_close
+from kimik3_lessons.exercises import Wrong, expect_close, registry, runner
 
 IDS = exercises.all_ids()
 
@@ -59,13 +67,14 @@ def wrong_answers(exercise_id):
 @pytest.mark.parametrize("exercise_id", IDS)
 def test_plausible_wrong_answers_fail(exercise_id):
     """Every wrong answer gets ❌ from the check itself (not from the catch-all for answers it cannot use),
-    with a hint; with KIMIK3_HINTS=0 the same verdicts carry no hint."""
+    with a hint, and less than the exercise's points; with KIMIK3_HINTS=0 the same verdicts carry no hint."""
     wrong = wrong_answers(exercise_id)
     assert len(wrong) >= 3, f"solutions for {exercise_id} list {len(wrong)} WRONG_ANSWERS; want 3 or more"
     lines = {}
     for fn in wrong:
         result = exercises.run(exercise_id, fn)
-        assert result.status == "fail" and result.line.startswith("❌"), (fn.__name__, result.line)
+        assert result.status in ("fail", "partial") and result.score < 1, (fn.__name__, result.line)
+        assert result.line.startswith("❌"), (fn.__name__, result.line)
         assert "could not use" not in result.line and "\n" not in result.line, (fn.__name__, result.line)
         lines[fn] = result.line
     hinted = [fn.__name__ for fn, line in lines.items() if "Hint:" in line]
@@ -79,7 +88,7 @@ def test_with_hints_off_a_wrong_answer_gets_no_hint(monkeypatch):
     for exercise_id in IDS:
         for fn in wrong_answers(exercise_id)[:2]:
             result = exercises.run(exercise_id, fn)
-            assert result.status == "fail", (exercise_id, fn.__name__, result.line)
+            assert result.status in ("fail", "partial"), (exercise_id, fn.__name__, result.line)
             assert "Hint" not in result.line, (exercise_id, fn.__name__, result.line)
     monkeypatch.setenv("KIMIK3_HINTS", "1")
     result = exercises.run("03.2", wrong_answers("03.2")[0])
@@ -113,7 +122,7 @@ def test_the_package_references_called_by_name_fail_as_such():
 def test_ceil_crossover_fails_on_every_seed(monkeypatch):
     fn = solutions_module("11.2")._crossover_tokens_ceil
     for seed in range(8):
-        monkeypatch.setattr(exercises, "seed_of", lambda exercise_id, seed=seed: seed)
+        monkeypatch.setattr(runner, "seed_of", lambda exercise_id, seed=seed: seed)
         assert exercises.run("11.2", fn).status == "fail", seed
 
 
@@ -149,19 +158,19 @@ def test_odd_answers_give_one_line_and_never_raise(exercise_id):
 
     for fn in (returns_none, takes_nothing, broken):
         result = exercises.run(exercise_id, fn)
-        assert result.status == "fail" and result.line.startswith("❌"), result.line
+        assert result.status == "fail" and result.score == 0 and result.line.startswith("❌"), result.line
         assert "\n" not in result.line, result.line
     assert "cannot take the arguments" in exercises.run(exercise_id, takes_nothing).line
     line = exercises.run(exercise_id, broken).line
     assert f"ZeroDivisionError at {__file__}, line" in line and "return 1 / 0" in line, line
     result = exercises.run(exercise_id, _as_float32(exercises.load_solution(exercise_id)))
-    assert result.status in ("pass", "fail") and "\n" not in result.line, result.line
+    assert result.status in ("pass", "partial", "fail") and "\n" not in result.line, result.line
 
 
 @pytest.mark.parametrize("exercise_id", ["01.1", "08.2", "04.1", "05b.2"])
 def test_a_float32_answer_to_a_float64_exercise_fails_with_one_line(exercise_id):
     result = exercises.run(exercise_id, _as_float32(exercises.load_solution(exercise_id)))
-    assert result.status == "fail" and "float32" in result.line, result.line
+    assert result.status in ("fail", "partial") and result.score < 1 and "float32" in result.line, result.line
 
 
 def test_a_not_implemented_error_inside_torch_is_not_the_stub():
@@ -174,26 +183,23 @@ def test_a_not_implemented_error_inside_torch_is_not_the_stub():
     assert result.status == "fail" and "NotImplementedError at" in result.line, result.line
 
 
-def test_the_kit_does_not_import_lab():
-    """lab.exercise imports the kit; the kit (and nothing it imports from the package) imports lab back."""
+def test_no_import_cycle_between_the_kit_and_lab():
+    """The kit reuses lab.relative_error, so it imports lab; lab imports the kit only inside lab.exercise,
+    when a check runs: at import time the two never wait for each other (either may be imported first, in a
+    fresh interpreter)."""
     import ast
+    import subprocess
     from pathlib import Path
-    package = Path(exercises.__file__).parents[1]
-    seen, todo = set(), [Path(exercises.__file__), *Path(exercises.__file__).parent.glob("lesson*.py")]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
-                     if isinstance(node, ast.ImportFrom) and node.col_offset == 0 else [])
-            for name in names:
-                if name.startswith("kimik3_lessons."):
-                    assert name.split(".")[1] != "lab", f"{path.name} imports {name}"
-                    module = package / f"{name.split('.')[1]}.py"
-                    todo += [module] if module.exists() else []
+    lab = Path(exercises.__file__).parents[1] / "lab.py"
+    top = [node for node in ast.parse(lab.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in top for a in n.names]
+    names += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+    assert not [n for n in names if "exercises" in n], names
+    for first in ("kimik3_lessons.exercises", "kimik3_lessons.lab"):
+        code = (f"import {first}; from kimik3_lessons import lab, exercises; "
+                f"print(exercises.run('02.2').status)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and done.stdout.split()[-1] == "todo", done.stderr[-2000:]
 
 
 def test_expect_close_names_the_first_wrong_row():
@@ -206,3 +212,166 @@ def test_expect_close_names_the_first_wrong_row():
     with pytest.raises(Wrong, match=r"shape \[4, 2\]"):
         expect_close("o", ref, ref[:, :2])
     assert expect_close("o", ref, ref.clone()) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Partial credit: a check scores the parts it declares
+
+
+def test_every_declared_part_is_scored_by_the_solution():
+    for exercise_id in IDS:
+        ex = exercises.get(exercise_id)
+        result = exercises.run(exercise_id, solution=True)
+        names = ex.parts or (ex.name,)
+        assert result.parts == tuple((n, True) for n in names), (exercise_id, result.parts)
+
+
+def _with_z_doubled(fn):
+    def normalized_step(S, z, q_t, k_t, v_t):
+        o_t, S, z = fn(S, z, q_t, k_t, v_t)
+        return o_t, S, 2 * z
+    return normalized_step
+
+
+def test_a_half_right_answer_earns_its_right_parts():
+    """02.1 with z doubled (the read divides by phi(q) . z, so o is off too): S alone is right, 1 of 3
+    parts; 09a.1 run token by token: y right, the dispatch not, 1 of 2 parts = 1 point; 01.2 without the
+    cache: right tokens, 1 of 2."""
+    result = exercises.run("02.1", _with_z_doubled(exercises.load_solution("02.1")))
+    assert result.status == "partial" and result.parts == (("o", False), ("the final S", True),
+                                                           ("the final z", False)), result.line
+    assert exercises.points(exercises.get("02.1"), result.score) == 0.67
+    assert "1 of 3 parts right (0.67 of 2 points: the final S)" in result.line, result.line
+    by_token = solutions_module("09a.1")._sparse_moe_token_by_token
+    result = exercises.run("09a.1", by_token)
+    assert result.status == "partial" and result.score == 0.5, result.line
+    assert "expert" in result.line and "called" in result.line, result.line
+    result = exercises.run("01.2", solutions_module("01.2")._generate_without_cache)
+    assert result.parts == (("the tokens", True), ("the cache used", False)), result.line
+
+
+# ---------------------------------------------------------------------------------------------------
+# Refused: the package's own version of what an exercise asks
+
+
+def _calls_then_solves(target, solution):
+    """The solution, after a call of `target` (with placeholder arguments, its error swallowed): the numbers
+    are the solution's, the call is what must be refused."""
+    params = [p for p in inspect.signature(target).parameters.values()
+              if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    @functools.wraps(solution)
+    def answer(*args, **kwargs):
+        try:
+            target(*[None] * len(params))
+        except Exception:
+            pass
+        return solution(*args, **kwargs)
+    return answer
+
+
+FORBIDDEN = sorted({(i, dotted) for i in IDS for dotted in exercises.get(i).forbid})
+
+
+@pytest.mark.parametrize("exercise_id, dotted", FORBIDDEN)
+def test_every_forbidden_function_is_refused_by_name(exercise_id, dotted):
+    obj = registry.package_object(dotted)
+    assert callable(obj), dotted
+    target = obj.__init__ if isinstance(obj, type) else obj
+    result = exercises.run(exercise_id, _calls_then_solves(target, exercises.load_solution(exercise_id)))
+    assert result.status == "fail" and result.score == 0, result.line
+    assert f"`{dotted}`" in result.line and "package's own version" in result.line, result.line
+    assert "refused" in result.line, result.line
+
+
+def _public_functions():
+    """Every public function of the lesson modules (the package's references), by "module.function"."""
+    skip = {"lab", "exercises", "grading", "edition", "gpu_bench", "gpu_targets", "fla_stand_in", "harness",
+            "mixers", "__main__", "nbgrader_checks"}
+    found = {}
+    for info in pkgutil.iter_modules(kimik3_lessons.__path__):
+        if info.name in skip or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"kimik3_lessons.{info.name}")
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == module.__name__:
+                found[f"{info.name}.{name}"] = obj
+    return found
+
+
+def _first_call(exercise_id):
+    """(args, kwargs) of the first call a check makes to the student's function."""
+    seen = []
+
+    def recorder(*args, **kwargs):
+        seen.append((args, kwargs))
+        raise NotImplementedError
+    exercises.run(exercise_id, recorder)
+    return seen[0]
+
+
+def test_no_package_function_earns_a_point_unless_it_is_forbidden():
+    """The walk: every public function of the package handed in as the answer to every exercise whose call
+    it can take. None may earn a point: a function that would (it computes what the exercise asks) must be
+    in the exercise's forbid list, and then the answer is refused by name."""
+    functions = _public_functions()
+    assert len(functions) > 80, sorted(functions)
+    tried, earned = 0, []
+    for exercise_id in IDS:
+        args, kwargs = _first_call(exercise_id)
+        forbid = set(exercises.get(exercise_id).forbid)
+        for dotted, fn in functions.items():
+            try:
+                inspect.signature(fn).bind(*args, **kwargs)
+            except TypeError:
+                continue
+            tried += 1
+            result = exercises.run(exercise_id, fn)
+            if dotted in forbid:
+                assert "refused" in result.line and result.score == 0, (exercise_id, dotted, result.line)
+            elif result.score > 0:
+                earned.append((exercise_id, dotted, result.line))
+    print(f"{tried} (exercise, package function) pairs tried")
+    assert tried > 40, tried
+    assert not earned, earned
+
+
+def test_an_alias_of_the_package_function_is_refused():
+    """`normalized_step = linear_attention.linear_attention_step`-style answers: the package function is
+    the answer itself (the kit calling it is the student's call), and so is a functools.partial of it."""
+    from kimik3_lessons import gated_deltanet
+    result = exercises.run("06.1", gated_deltanet.decay_mask)
+    assert "refused" in result.line and "gated_deltanet.decay_mask" in result.line, result.line
+    result = exercises.run("06.1", functools.partial(gated_deltanet.decay_mask))
+    assert "refused" in result.line, result.line
+
+
+# ---------------------------------------------------------------------------------------------------
+# What an answer may return, and what it may not do
+
+
+def test_a_tensor_subclass_that_lies_in_comparisons_gets_nothing():
+    class Agreeable(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return torch.zeros(()) if func is torch.Tensor.__sub__ else super().__torch_function__(
+                func, types, args, kwargs or {})
+
+    def decay_mask(G):
+        return torch.zeros(*G.shape, G.shape[-1], dtype=G.dtype).as_subclass(Agreeable)
+    result = exercises.run("06.1", decay_mask)
+    assert result.status == "fail" and "not a class of your own" in result.line, result.line
+
+
+def test_switching_the_profile_hook_off_is_refused():
+    solution = exercises.load_solution("06.1")
+
+    def decay_mask(G):
+        hook = sys.getprofile()
+        sys.setprofile(None)
+        from kimik3_lessons import gated_deltanet
+        out = gated_deltanet.decay_mask(G)       # unseen by the hook, but switching it off was seen
+        sys.setprofile(hook)
+        return out if out is not None else solution(G)
+    result = exercises.run("06.1", decay_mask)
+    assert result.status == "fail" and "refused" in result.line and "setprofile" in result.line, result.line

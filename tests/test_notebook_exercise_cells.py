@@ -57,23 +57,22 @@ def test_an_exercise_cell_must_say_not_attempted(tmp_path, body, passes):
 # function that computes what the exercise asks for (same inputs, same result). Each such listing comes
 # after the check, as "the module's version".
 
-# The package's counterparts of every exercise ("module.function", "module.Class.method"; a Triton
-# helper by its name, its Python source is `.fn`). Empty where the package has none.
+# The package's counterparts of an exercise that its lesson lists as "the module's version" after the
+# check ("module.function", "module.Class.method"; a Triton helper by its name, its Python source is
+# `.fn`): none may be listed before the check. (An exercise not named here lists none; every exercise's
+# forbid list, kimik3_lessons/exercises, is what its check refuses.)
 ANSWERS = {
-    "01.1": (), "01.2": ("gpt2.GPT.generate",), "01.3": (),
-    "02.1": (), "02.2": (), "02.3": (),
-    "03.1": (), "03.2": (), "03.3": (),
-    "04.1": (), "04.2": (), "04.3": (),
-    "05a.1": (), "05a.2": ("deltanet.wy_representation",),
-    "05b.1": ("deltanet.chunk_state_scan",), "05b.2": (), "05b.3": ("deltanet.forward_substitution_tile",),
-    "06.1": ("gated_deltanet.decay_mask",), "06.2": (), "06.3": (),
-    "07a.1": ("kda.decayed_scores", "kda.decayed_scores_tile"), "07a.2": (), "07a.3": (),
-    "07b.1": (), "07b.2": ("kimi_linear.KDAConfig.state_numbers",),
-    "08.1": ("mla.MultiHeadLatentAttention.attend_absorbed",), "08.2": (),
-    "09a.1": ("moe.LatentMoE.forward",), "09a.2": (),
-    "09b.1": (), "09b.2": ("moe._tanh", "moe.situ_kernel"),
-    "10.1": ("attnres.attn_res",), "10.2": ("attnres.BlockSums",), "10.3": (),
-    "11.1": ("kimik3.layer_kinds",), "11.2": (), "11.3": (),
+    "01.2": ("gpt2.GPT.generate",),
+    "05a.2": ("deltanet.wy_representation",),
+    "05b.1": ("deltanet.chunk_state_scan",), "05b.3": ("deltanet.forward_substitution_tile",),
+    "06.1": ("gated_deltanet.decay_mask",),
+    "07a.1": ("kda.decayed_scores", "kda.decayed_scores_tile"),
+    "07b.2": ("kimi_linear.KDAConfig.state_numbers",),
+    "08.1": ("mla.MultiHeadLatentAttention.attend_absorbed",),
+    "09a.1": ("moe.LatentMoE.forward",),
+    "09b.2": ("moe._tanh", "moe.situ_kernel"),
+    "10.1": ("attnres.attn_res",), "10.2": ("attnres.BlockSums",),
+    "11.1": ("kimik3.layer_kinds",),
     "12.1": ("mqar.mqar_layout",), "12.2": ("mqar.query_distances",), "12.3": ("mqar.state_numbers",),
 }
 # Listings that come before an exercise on purpose: the lesson's subject, of which the exercise asks for
@@ -141,7 +140,7 @@ def answers_shown_early(nb):
             checks.setdefault(found[1], index)
     early = []
     for exercise_id, check_index in checks.items():
-        for dotted in ANSWERS[exercise_id]:
+        for dotted in ANSWERS.get(exercise_id, ()):
             obj, head = _package_object(dotted), _listing_head(_package_object(dotted))
             for index, cell in enumerate(nb.cells[:check_index]):
                 if cell.cell_type != "code":
@@ -153,9 +152,9 @@ def answers_shown_early(nb):
     return early
 
 
-def test_every_exercise_has_its_counterparts_listed():
+def test_every_counterpart_named_exists():
     from kimik3_lessons import exercises
-    assert sorted(ANSWERS) == exercises.all_ids()
+    assert set(ANSWERS) <= set(exercises.all_ids())
     for dotted in [d for names in ANSWERS.values() for d in names] + [d for d, _ in OTHER_FORM.values()]:
         _listing_head(_package_object(dotted))          # every name still exists and has a source
 

@@ -172,3 +172,128 @@ def test_the_course_runs_the_editions_own_make_test(edition):
     assert "student_edition" not in own and "solutions" not in own
     kept = {f"tests/{path.name}" for path in (edition / "tests").glob("*.py")}
     assert kept and not set(student_edition.TEACHER_TESTS) & kept
+
+
+# ---------------------------------------------------------------------------------------------------
+# A graded edition holds no answer
+
+
+def string_constants(path):
+    """Every string constant of a Python file, as the interpreter joins it (implicit concatenation and the
+    literal parts of f-strings)."""
+    import ast
+    return [n.value for n in ast.walk(ast.parse(Path(path).read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def hint_texts():
+    """Every hint the course's checks can give, as the literal pieces of its text (20 characters or more):
+    the arguments of every `hint(...)` call in kimik3_lessons/exercises."""
+    import ast
+    found = []
+    for path in sorted((ROOT / "kimik3_lessons" / "exercises").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "hint":
+                for arg in node.args:
+                    for piece in ast.walk(arg):
+                        if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                            found += [part.strip() for part in re.split(r"[{}]", piece.value)
+                                      if len(part.strip()) >= 20]
+    return found
+
+
+def text_files(root):
+    for path in sorted(Path(root).rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".ipynb", ".md", ".txt", ".toml", ".yml", ".json", ""):
+            yield path, path.read_text(errors="ignore")
+
+
+def test_a_graded_edition_has_no_hint_text(edition, graded):
+    hints = hint_texts()
+    assert len(hints) > 100, len(hints)
+    def held(root):
+        """The hint pieces found in the edition at `root`: in its Python files' strings, in its other text."""
+        found = set()
+        for path, text in text_files(root):
+            texts = string_constants(path) if path.suffix == ".py" else [text]
+            found |= {h for h in hints for t in texts if h in t}
+        return found
+    assert held(edition) == set(hints), "negative control: every hint is in an edition with hints"
+    assert not held(graded), sorted(held(graded))[:3]
+
+
+def test_a_graded_edition_lists_no_answer_and_no_line_of_the_solutions(edition, graded):
+    listed = []
+    for name in NOTEBOOKS:
+        for root, is_graded in ((edition, False), (graded, True)):
+            nb = json.loads((root / "notebooks" / name).read_text())
+            sources = ["".join(c["source"]) for c in nb["cells"]]
+            first = next(i for i, s in enumerate(sources) if re.search(r"^def \w+\(", s, re.M) and
+                         "raise NotImplementedError" in s)
+            after = [s for s in sources[first:] if "getsource(" in s or s.startswith("**The module's")]
+            text = "\n".join(sources)
+            if is_graded:
+                assert not after and "solution=True" not in text and "and a hint" not in text, name
+            else:
+                listed.append(name) if after or "solution=True" in text else None
+    assert len(listed) >= 8, f"negative control: the lessons with hints list answers ({listed})"
+    readme = (graded / "README.md").read_text()
+    assert "KIMIK3_HINTS" not in readme and "## Handing in your work" in readme
+    nb = (graded / "notebooks" / next(n for n in NOTEBOOKS if n.startswith("09a"))).read_text()
+    assert "with what differs (no hint: this is graded work)" in nb
+
+
+def test_a_graded_edition_names_only_the_class_repository(graded):
+    _, course_repos = repo_url.problems(ROOT)
+    for path, text in text_files(graded):
+        assert not any(repo in text for repo in course_repos), path
+
+
+def test_every_lesson_asks_its_written_question_without_the_rubric(edition, graded):
+    questions = student_edition.written_questions()
+    assert sorted(questions) == sorted(name.split("_")[0] for name in NOTEBOOKS)
+    for root in (edition, graded):
+        for name in NOTEBOOKS:
+            cells = json.loads((root / "notebooks" / name).read_text())["cells"]
+            lesson = name.split("_")[0]
+            (ask,) = [c for c in cells if c.get("metadata", {}).get("kimik3", {}).get("question") == lesson]
+            (reply,) = [c for c in cells if c.get("metadata", {}).get("kimik3", {}).get("written") == lesson]
+            assert cells.index(reply) == cells.index(ask) + 1
+            assert "".join(ask["source"]) == questions[lesson][1]
+            checks = [i for i, c in enumerate(cells) if "".join(c["source"]).startswith("lab.exercise(")]
+            assert cells.index(ask) > max(checks), name
+            flat = " ".join(json.dumps(cells).split())
+            for bullet in questions[lesson][2].split("\n- "):
+                assert " ".join(bullet.lstrip("- ").split()) not in flat, (name, bullet)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nothing of the lecturer's is ever deleted
+
+
+def test_the_edition_is_written_only_where_nothing_else_is(tmp_path):
+    clone = tmp_path / "class-clone"
+    (clone / ".git").mkdir(parents=True)
+    (clone / "syllabus.md").write_text("week 1")
+    for out in (clone, ROOT, ROOT.parent, ROOT / "notebooks"):
+        with pytest.raises(ValueError, match="refusing"):
+            student_edition.build(out)
+    assert (clone / "syllabus.md").read_text() == "week 1" and (clone / ".git").is_dir()
+    cli = subprocess.run([sys.executable, str(ROOT / "tools" / "student_edition.py"), str(clone)],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode != 0 and "not empty" in cli.stderr and "syllabus.md" in cli.stderr
+
+
+def test_a_rebuild_replaces_its_own_files_and_keeps_the_lecturers(tmp_path):
+    out = tmp_path / "class"
+    student_edition.build(out)
+    (out / ".git").mkdir()
+    (out / "syllabus.md").write_text("week 1")
+    student_edition.build(out, hints=False)                       # its own files replaced
+    assert (out / "syllabus.md").read_text() == "week 1" and (out / ".git").is_dir()
+    assert "HINTS = False" in (out / "kimik3_lessons" / "edition.py").read_text()
+    readme = out / "README.md"
+    readme.write_text(readme.read_text() + "\nour office hours\n")
+    with pytest.raises(ValueError, match="README.md changed since"):
+        student_edition.build(out)
+    assert readme.read_text().endswith("our office hours\n")

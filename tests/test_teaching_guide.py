@@ -1,17 +1,22 @@
 """The teaching guide (docs/teaching.md) follows the course: a section for every notebook, every exercise
-named in its lesson's section with its difficulty, the class plan listing every notebook, the run-time
-table exactly what `make times` last measured (docs/notebook_times.json) for the notebooks that exist, and
-the lecturer's parts: prerequisites, the setup class (the GPU lessons), grading (every exercise's points),
-and every class's minutes."""
+named in its lesson's section with its difficulty, a written question per lesson with its rubric, the class
+plan listing every notebook, the run-time table exactly what `make times` last measured
+(docs/notebook_times.json) for the notebooks that exist, and the lecturer's parts: prerequisites, the
+setup class (the GPU lessons), grading (every exercise's points, the written questions', how the graders
+grade), nbgrader on a JupyterHub, and every class's minutes."""
 
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 from kimik3_lessons import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import student_edition  # noqa: E402
+
 GUIDE = (ROOT / "docs" / "teaching.md").read_text()
 NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
 
@@ -44,7 +49,7 @@ def test_one_section_per_notebook_in_course_order():
 def test_every_section_has_the_same_parts():
     parts = ["**Learning goals.**", "**The one idea to draw on the board.**",
              "**Misconceptions students bring, and the cell that dispels each.**", "**Exercises.**",
-             "**What to skip in a short course.**"]
+             "**Written question (", "**Rubric.**", "**What to skip in a short course.**"]
     for key, text in sections().items():
         positions = [text.find(part) for part in parts]
         assert -1 not in positions and positions == sorted(positions), (key, positions)
@@ -55,7 +60,7 @@ def test_every_exercise_is_in_its_lessons_section_with_its_name():
     for exercise_id in exercises.all_ids():
         exercise = exercises.get(exercise_id)
         section = text[exercises.lesson_of(exercise_id)]
-        exercise_part = section.split("**Exercises.**")[1].split("**What to skip")[0]
+        exercise_part = section.split("**Exercises.**")[1].split("**Written question")[0]
         assert f"- {exercise_id} `{exercise.name}" in exercise_part, (exercise_id, exercise.name)
         entry = exercise_part.split(f"- {exercise_id} ")[1].split("\n- ")[0]
         assert f"difficulty {exercise.difficulty}" in entry, (exercise_id, exercise.difficulty, entry)
@@ -84,7 +89,7 @@ def part(title):
 
 def test_the_lecturer_parts_come_before_the_plan():
     titles = ("How the course is handed out", "Prerequisites", "The first class: setup", "Grading",
-              "Course plan")
+              "Grading on a JupyterHub with nbgrader", "Course plan")
     order = [GUIDE.find(f"\n## {title}\n") for title in titles]
     assert -1 not in order and order == sorted(order), order
 
@@ -108,9 +113,13 @@ def test_grading_gives_every_exercise_its_difficulty_in_points():
         total = sum(exercises.get(i).difficulty for i in own)
         assert rows.get(lesson(name)) == f"{listed} | {total}", (lesson(name), rows.get(lesson(name)))
     total = sum(exercises.get(i).difficulty for i in ids)
-    assert f"{total} points for the {len(ids)} exercises" in " ".join(grading.split())
+    written = sum(points for points, _, _ in student_edition.written_questions().values())
+    said = " ".join(grading.split())
+    assert f"{total} points for the {len(ids)} exercises" in said
+    assert f"{written} for the {len(NOTEBOOKS)} written questions" in said, written
     for needed in ("make nbgrader", "nbgrader generate_assignment", "nbgrader autograde",
-                   "python -m kimik3_lessons grade", "HINTS=0", "KIMIK3_HINTS"):
+                   "python -m kimik3_lessons grade", "HINTS=0", "KIMIK3_HINTS", "partial", "refused",
+                   "REPO=", "COURSE=", "--lessons", "feedback"):
         assert needed in grading, needed
     assert "make student REPO=owner/name" in " ".join(part("How the course is handed out").split())
 
@@ -123,3 +132,24 @@ def test_every_class_has_its_minutes():
         assert sum(int(m) for m in re.findall(r"(\d+) min\b", minutes)) == 90, (key, minutes)
         for exercise_id in (i for i in exercises.all_ids() if exercises.lesson_of(i) == key):
             assert exercise_id in minutes, (key, exercise_id)
+
+
+def test_every_lesson_has_a_written_question_and_its_rubric():
+    """One entry per lesson (a new lesson adds its own): the question the editions insert, and a rubric
+    whose points add up to the question's."""
+    questions = student_edition.written_questions()
+    assert sorted(questions) == sorted(sections()), sorted(set(sections()) ^ set(questions))
+    for key, (points, question, rubric) in questions.items():
+        assert question.startswith("**Written question") and re.search(r"\b(Explain|Derive)\b", question), key
+        given = [int(n) for n in re.findall(r"^- (\d) points?:", rubric, flags=re.M)]
+        assert given and sum(given) == points, (key, given, points)
+
+
+def test_the_hub_section_covers_the_round_trip():
+    hub = " ".join(part("Grading on a JupyterHub with nbgrader").split())
+    for needed in ("c.Exchange.root", "COURSE=", "course id", "nbgrader release_assignment",
+                   "nbgrader fetch_assignment", "nbgrader submit", "nbgrader collect", "nbgrader autograde",
+                   "nbgrader generate_feedback", "nbgrader release_feedback", "--duedate", "late",
+                   "download.pytorch.org/whl/cpu", "sixty", "make test-hub", "REPO=", "HINTS=0"):
+        assert needed in hub, needed
+    assert re.search(r"\d+(\.\d)? s of CPU time a notebook", hub), "the measured grading time per notebook"

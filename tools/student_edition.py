@@ -1,24 +1,33 @@
 """Build the student edition of the course: `make student` (or `python tools/student_edition.py [OUT]`).
 
 The edition is the course a teacher hands out: every lesson with its outputs and widget state cleared
-(the student runs it), every exercise a stub that raises NotImplementedError, and what stays with the
-teacher left out (the solutions, the teaching guide, the tests that need them, the tools that build
-editions), together with the package, the figures, the Makefile and a README for students. It stands on
-its own: `make lab` opens it and `make test` passes in it (its unit tests, then every lesson run top to
-bottom; the exercises then say "not attempted yet"). Ready to zip or push to a class repository:
+(the student runs it), every exercise a stub that raises NotImplementedError, each lesson's written question
+(from docs/teaching.md, without its rubric) after its exercises, and what stays with the teacher left out
+(the solutions, the teaching guide, the tests that need them, the tools that build editions), together with
+the package, the figures, the Makefile and a README for students. It stands on its own: `make lab` opens it
+and `make test` passes in it (its unit tests, then every lesson run top to bottom; the exercises then say
+"not attempted yet"). Ready to zip or push to a class repository:
 
     python tools/student_edition.py OUT --repo owner/name    # badges and install lines open owner/name
-    python tools/student_edition.py OUT --hints 0            # the checks show no hints (graded work)
+    python tools/student_edition.py OUT --hints 0            # graded work: no answer in it (below)
 
-Standard library only, so it runs before the environment exists.
+A graded edition (`--hints 0`) holds no answer: its copy of the checks has no hint text (every `hint(...)`
+emptied), its lessons no listing of the module's version of an exercise's function and no word of the
+solutions, its README no way to turn hints back on.
+
+The edition is written only into a new or empty folder, or one this script wrote before: there it replaces
+the files it wrote, if none was changed since, and leaves every other file (a `.git`, a syllabus) alone.
+Anything else is refused, with the reason. Standard library only, so it runs before the environment exists.
 """
 
 import argparse
 import ast
+import hashlib
 import json
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,8 +101,22 @@ your function on fresh random inputs and prints one line,
 - {wrong_line}
 - ✅ your answer, with the error it measured against the course's reference.
 
-A wrong answer never stops the notebook: Run All always reaches the end.
+A wrong answer never stops the notebook: Run All always reaches the end. An exercise whose check scores
+several parts earns its points part by part: the ❌ line says how many parts are right.
 {hints_note}
+
+After its exercises, every lesson asks a written question: explain or derive, in a few sentences, what the
+lesson showed. Write your answer in the cell under it; your teacher grades it by hand.
+
+## Handing in your work
+
+Hand in each lesson's notebook, saved with your answers in it (**File > Save**; on Colab
+**File > Download > Download .ipynb**), as your teacher says. On a JupyterHub with nbgrader, the lesson
+is in the **Assignments** tab: **Fetch** it, work in it, then **Submit** it (you may submit again until the
+deadline: the last one counts). Your functions are graded each on its own, in a fresh Python, with the
+course's checks: only what the function itself does counts, so keep every helper it needs in a cell of its
+own (a `def` or `import` at the top level of a cell, not inside a loop), and leave out what could reach
+into the grader (`os`, `sys`, `inspect`, `exec`, `open`): code that uses it is refused.
 
 ## Checking your machine
 
@@ -107,8 +130,13 @@ minutes on a 2-core machine, most of it the lessons). It passes on a fresh copy,
 PHRASES = {
     "wrong_hint": "❌ what differs (a shape, the first wrong row, a value) and a hint;",
     "wrong": "❌ what differs (a shape, the first wrong row, a value);",
-    "hints_off": "This edition's checks give no hints (graded work): a ❌ says what differs, not what to do. "
-                 "`KIMIK3_HINTS=1` in the environment turns them back on.",
+    "hints_off": "This edition's checks give no hints (graded work): a ❌ says what differs, not what to do.",
+    # In a graded edition, in place of a lesson's paragraph on the check cells (which promises hints).
+    "graded_intro": "Write each function in the cell under its statement, then run the check cell after it: "
+                    "it calls your function on fresh random inputs and prints ✅ with what it measured, ❌ "
+                    "with what differs (no hint: this is graded work), or ⬜ while the stub is untouched.",
+    # The cell under a lesson's written question, where the student writes the answer.
+    "answer": "*Your answer:* write it here, in a few sentences (equations between `$...$`).",
     "and": "{first} and {last}",
 }
 # `make test` in a fresh edition on an idle 2-core machine (its unit tests, then nbval over every lesson
@@ -136,7 +164,8 @@ def exercise_list(root=ROOT):
             for decorator in getattr(node, "decorator_list", []):
                 if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "exercise":
                     args = [ast.literal_eval(a) for a in decorator.args]
-                    keywords = {k.arg: ast.literal_eval(k.value) for k in decorator.keywords}
+                    keywords = {k.arg: ast.literal_eval(k.value) for k in decorator.keywords
+                                if k.arg == "difficulty"}
                     difficulty = args[3] if len(args) > 3 else keywords["difficulty"]
                     found.append((*args[:3], difficulty))
     return sorted(found)
@@ -180,12 +209,10 @@ def gpu_lessons(notebooks, both=PHRASES["and"]):
     return both.format(first=", ".join(found[:-1]), last=found[-1]) if len(found) > 1 else "".join(found)
 
 
-def readme(out, notebooks, hints, lang=None):
-    """The edition's README (in `lang`, through its catalog, when given)."""
-    template, phrases = README, PHRASES
-    if lang:
-        import translations
-        template, phrases = translations.student_readme(lang, README, PHRASES)
+def readme(out, notebooks, hints, lang=None, texts=None):
+    """The edition's README (in `lang`, through its catalog, when given; `texts`: the template and phrases
+    already in that language)."""
+    template, phrases = texts or graded_phrases(lang)
     exercises = exercise_list(out)
     counts = sorted({sum(lesson_of(e[0]) == p.name.split("_")[0] for e in exercises) for p in notebooks})
     times = json.loads((ROOT / "docs" / "notebook_times.json").read_text())
@@ -202,6 +229,119 @@ def readme(out, notebooks, hints, lang=None):
         wrong_line=phrases["wrong_hint" if hints else "wrong"],
         hints_note="" if hints else phrases["hints_off"],
         test_minutes=TEST_MINUTES)
+
+
+def written_questions(root=ROOT):
+    """{lesson: (points, question, rubric)}: each lesson's written question in the teaching guide, the
+    paragraph "**Written question (N points, graded by hand).** ..." of its section (the notebooks get it as
+    it is), and the rubric after it (which stays with the teacher)."""
+    guide = (Path(root) / "docs" / "teaching.md").read_text()
+    found = {}
+    for lesson, text in re.findall(r"^## Lesson (\w+) — (.*?)(?=^## )", guide, flags=re.M | re.S):
+        question = WRITTEN.search(text)
+        if question:
+            found[lesson] = (int(question[2]), question[1].strip(), question[3].strip())
+    return found
+
+
+WRITTEN = re.compile(r"^(\*\*Written question \((\d) points?, graded by hand\)\.\*\* [^\n]*(?:\n[^\n]+)*)"
+                     r"\n\n\*\*Rubric\.\*\*\n((?:[-*] [^\n]*(?:\n  [^\n]*)*\n?)+)", re.M)
+
+
+def question_cells(lesson, question, answer, nbgrader=None):
+    """The written question's two cells: the question, and the cell the student answers in (metadata
+    `kimik3.written`, which the graders read). `nbgrader`: (points, rubric) for nbgrader's manually graded
+    answer cell, which holds the rubric until `generate_assignment` puts the text stub in its place."""
+    ask = {"cell_type": "markdown", "id": f"written-question-{lesson}", "source": question,
+           "metadata": {"kimik3": {"question": lesson}}}
+    reply = {"cell_type": "markdown", "id": f"written-answer-{lesson}", "source": answer,
+             "metadata": {"kimik3": {"written": lesson}}}
+    if nbgrader:
+        points, rubric = nbgrader
+        ask["metadata"]["nbgrader"] = {"grade": False, "grade_id": f"written_{lesson}_question",
+                                       "locked": True, "schema_version": 3, "solution": False, "task": False}
+        reply["source"] = rubric
+        reply["metadata"]["nbgrader"] = {"grade": True, "grade_id": f"written_{lesson}", "locked": False,
+                                         "points": points, "schema_version": 3, "solution": True,
+                                         "task": False}
+    for cell in (ask, reply):
+        cell["source"] = cell["source"].splitlines(keepends=True)
+    return [ask, reply]
+
+
+def insert_question(nb, cells):
+    """Put the written question after the lesson's last exercise check, before its "Next" paragraph."""
+    checks = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+              and "".join(c["source"]).startswith(("lab.exercise(", "# Exercise "))]
+    start = checks[-1] + 1 if checks else 0
+    at = next((i for i in range(start, len(nb["cells"])) if nb["cells"][i]["cell_type"] == "markdown"
+               and "".join(nb["cells"][i]["source"]).lstrip().startswith("**Next")), len(nb["cells"]))
+    nb["cells"][at:at] = cells
+    return nb
+
+
+# The paragraph on the check cells that promises hints, and the listing of an exercise's answer that a
+# lesson prints after the exercise's check: what a graded edition leaves out (found in the English lesson,
+# by cell id, so that a translated lesson loses the same cells).
+HINT_PROMISE = ("❌ with what differs and a hint", "❌ (what differs, and a hint)")
+MODULES_VERSION = "**The module's version.**"
+
+
+def graded_changes(english):
+    """(ids of the cells a graded edition drops, {cell id: the paragraph promising hints}) of an English
+    lesson (a notebook dict): each "The module's version" paragraph with the listing under it."""
+    cells = english["cells"]
+    drop, promise = set(), {}
+    for i, cell in enumerate(cells):
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and text.startswith(MODULES_VERSION):
+            drop.add(cell.get("id"))
+            if i + 1 < len(cells) and cells[i + 1]["cell_type"] == "code" and \
+                    "getsource" in "".join(cells[i + 1]["source"]):
+                drop.add(cells[i + 1].get("id"))
+        elif cell["cell_type"] == "markdown" and any(mark in text for mark in HINT_PROMISE):
+            promise[cell.get("id")] = next(p for p in text.split("\n\n") if any(m in p for m in HINT_PROMISE))
+    return drop, promise
+
+
+def graded_notebook(nb, english, graded_intro, translate=None):
+    """`nb` (the lesson, maybe translated) as a graded edition has it: the module's-version listings gone,
+    the paragraph on the check cells replaced by `graded_intro` (translate(english paragraph) finds the
+    paragraph in a translated lesson)."""
+    drop, promise = graded_changes(english)
+    nb["cells"] = [c for c in nb["cells"] if c.get("id") not in drop]
+    for cell in nb["cells"]:
+        if cell.get("id") in promise:
+            paragraph = promise[cell["id"]]
+            shown = translate(paragraph) if translate else paragraph
+            text = "".join(cell["source"])
+            if shown not in text:
+                raise ValueError(f"cannot find the paragraph on the check cells in cell {cell['id']}")
+            cell["source"] = text.replace(shown, graded_intro).splitlines(keepends=True)
+    return nb
+
+
+def strip_hints(source):
+    """Python source with every `hint(...)` call emptied to `hint()`: the checks of a graded edition, which
+    say what differs and never what to do."""
+    tree = ast.parse(source)
+    data = source.encode()
+    starts = [0]
+    for line in data.split(b"\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "hint"
+             and (n.args or n.keywords)]
+    spans = sorted(((starts[n.lineno - 1] + n.col_offset, starts[n.end_lineno - 1] + n.end_col_offset)
+                    for n in calls), reverse=True)
+    outer = []
+    for start, end in spans:                      # nested calls: the outer one covers them
+        if not any(s <= start and end <= e for s, e in outer):
+            outer.append((start, end))
+    for start, end in sorted(outer, reverse=True):
+        data = data[:start] + b"hint()" + data[end:]
+    stripped = data.decode()
+    ast.parse(stripped)
+    return stripped
 
 
 def set_hints(out, hints):
@@ -227,39 +367,147 @@ def translate(out, lang):
                 shutil.copyfile(path, out / "notebooks" / path.name)
 
 
-def build(out, repo=None, hints=True, lang=None):
-    """Write the student edition into `out` (emptied first); return the list of notebooks written.
-    `repo` ("owner/name"): the badges and install lines open that repository; `hints` False: the checks
-    show no hints unless KIMIK3_HINTS=1; `lang` ("zh_CN", "de"): the lessons in that language."""
+MANIFEST = ".kimik3-edition.json"     # in a folder the edition was written into: its files and their hashes
+
+
+def _digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_output(out, what="the student edition", manifest=MANIFEST):
+    """Refuse (ValueError, saying why and what to do) a folder we may not write `what` into: the course
+    itself or a folder above it, a folder inside the course but outside build/, a folder that is not empty
+    and was not written by this tool, or one whose files written by this tool were changed since. Returns
+    the files written there before ({relative path: hash})."""
     out = Path(out).resolve()
-    if out == ROOT or ROOT in out.parents and out.parts[len(ROOT.parts)] not in ("build",):
-        raise ValueError(f"refusing to write the student edition inside the course at {out}: use build/...")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.egg-info", ".pytest_cache")
-    for name in KEEP:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, out / name, ignore=ignore)
-        elif source.exists():
-            shutil.copy2(source, out / name)
-    for name in LEAVE_OUT:
-        target = out / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-    if lang:
-        translate(out, lang)
-    notebooks = sorted((out / "notebooks").glob("*.ipynb"))
-    for path in notebooks:
-        clear_outputs(path)
-    set_hints(out, hints)
-    (out / "README.md").write_text(readme(out, notebooks, hints, lang))
-    if repo:
-        repo_url.set_repo(repo, out)
-    return notebooks
+    if out == ROOT or out in ROOT.parents:
+        raise ValueError(f"refusing to write {what} into {out}: that is the course's own folder or one above "
+                         f"it. Give a new or empty folder")
+    if ROOT in out.parents and out.parts[len(ROOT.parts)] != "build":
+        raise ValueError(f"refusing to write {what} inside the course at {out}: use build/... or a folder "
+                         f"outside the course")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"refusing to write {what} into {out}: it is a file")
+    if not out.exists() or not any(out.iterdir()):
+        return {}
+    if not (out / manifest).is_file():
+        held = ", ".join(sorted(p.name for p in out.iterdir())[:5])
+        raise ValueError(f"refusing to write {what} into {out}: it is not empty ({held}, ...) and was not "
+                         f"written by this tool, whose files would mix with (or replace) yours. Give a new "
+                         f"or empty folder (then `git init` there, or copy the files into your repository)")
+    before = json.loads((out / manifest).read_text())
+    changed = sorted(rel for rel, digest in before.items()
+                     if (out / rel).exists() and _digest(out / rel) != digest)
+    if changed:
+        raise ValueError(f"refusing to rebuild {what} in {out}: {', '.join(changed[:5])} changed since it "
+                         f"was written there, and rebuilding would replace your changes. Move them away (or "
+                         f"build into another folder)")
+    return before
+
+
+def write_into(out, built, manifest=MANIFEST):
+    """Move the files of the folder `built` into `out` (checked by check_output): the files written there
+    before are replaced or removed, every other file is left alone; a file of someone else's in the way is
+    refused. Records what was written in `out`'s manifest."""
+    out = Path(out).resolve()
+    before = check_output(out, manifest=manifest)
+    files = sorted(p.relative_to(built).as_posix() for p in Path(built).rglob("*") if p.is_file())
+    clashes = [rel for rel in files if (out / rel).exists() and rel not in before]
+    if clashes:
+        raise ValueError(f"refusing to write into {out}: {', '.join(clashes[:5])} are there and were not "
+                         f"written by this tool. Move them away (or build into another folder)")
+    for rel in before:
+        if rel not in files and (out / rel).exists():
+            (out / rel).unlink()
+    for rel in sorted(before, reverse=True):          # folders left empty by a file of ours that is gone
+        for parent in (out / rel).parents:
+            if parent == out or not parent.is_dir() or any(parent.iterdir()):
+                break
+            parent.rmdir()
+    written = {}
+    for rel in files:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(built) / rel, out / rel)
+        written[rel] = _digest(out / rel)
+    (out / manifest).write_text(json.dumps(written, indent=0, sort_keys=True) + "\n")
+    return [out / rel for rel in files]
+
+
+def graded_phrases(lang):
+    """The README template and phrases in `lang` (English when None)."""
+    if not lang:
+        return README, PHRASES
+    import translations
+    return translations.student_readme(lang, README, PHRASES)
+
+
+def question_translator(lang):
+    """translate(English paragraph) -> the paragraph in `lang` (None: English), through the teaching
+    guide's catalog (the written questions) and each lesson's (its paragraphs)."""
+    if not lang:
+        return None
+    import translations
+    pages = ["docs/teaching", *[f"notebooks/{p.stem}" for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]]
+    messages = translations.translations_of(lang, pages)
+
+    def translate(text):
+        missing = []
+        done = translations.translate_markdown(text, translations.translator(messages, lambda c: c, missing))
+        if missing:
+            raise translations.MissingTranslation(f"{lang}: no translation of {missing[0][:60]!r}")
+        return done
+    return translate
+
+
+def build(out, repo=None, hints=True, lang=None):
+    """Write the student edition into `out` (see check_output for where it may go); return the notebooks
+    written. `repo` ("owner/name"): the badges and install lines open that repository; `hints` False: a
+    graded edition (no hint, no listing of an answer); `lang` ("zh_CN", "de"): the lessons in that
+    language."""
+    check_output(out)
+    with tempfile.TemporaryDirectory() as scratch:
+        edition = Path(scratch) / "edition"
+        edition.mkdir()
+        ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.egg-info", ".pytest_cache")
+        for name in KEEP:
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, edition / name, ignore=ignore)
+            elif source.exists():
+                shutil.copy2(source, edition / name)
+        for name in LEAVE_OUT:
+            target = edition / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+        if lang:
+            translate(edition, lang)
+        template, phrases = graded_phrases(lang)
+        in_lang = question_translator(lang)
+        questions = written_questions()
+        for path in sorted((edition / "notebooks").glob("*.ipynb")):
+            clear_outputs(path)
+            nb = json.loads(path.read_text())
+            if not hints:
+                english = json.loads((ROOT / "notebooks" / path.name).read_text())
+                graded_notebook(nb, english, phrases["graded_intro"], in_lang)
+            lesson = path.name.split("_")[0]
+            if lesson in questions:
+                question = questions[lesson][1]
+                insert_question(nb, question_cells(lesson, in_lang(question) if in_lang else question,
+                                                   phrases["answer"]))
+            path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        set_hints(edition, hints)
+        if not hints:
+            for path in sorted((edition / "kimik3_lessons" / "exercises").glob("*.py")):
+                path.write_text(strip_hints(path.read_text()))
+        notebooks = sorted((edition / "notebooks").glob("*.ipynb"))
+        (edition / "README.md").write_text(readme(edition, notebooks, hints, lang, (template, phrases)))
+        if repo:
+            repo_url.set_repo(repo, edition)
+        write_into(out, edition)
+    return sorted((Path(out).resolve() / "notebooks").glob("*.ipynb"))
 
 
 def teacher_tests():

@@ -5,13 +5,14 @@ import torch
 from kimik3_lessons import gpt2
 from kimik3_lessons.exercises import (
     CacheSpy,
-    Watch,
     Wrong,
     attempt,
     exercise,
     expect_close,
     expect_pair,
     expect_tensor,
+    hint,
+    part,
 )
 
 
@@ -28,7 +29,8 @@ def _heads(attn, x):
 
 
 @exercise("01.1", "attend_with_cache", "attention for T new tokens over a KV cache (append and mask)",
-          difficulty=2)
+          difficulty=2, parts=("k_all and v_all", "o"),
+          forbid=("gpt2.CausalSelfAttention.forward", "gpt2.GPT.forward"))
 def check_attend_with_cache(attend_with_cache):
     num_heads, head_dim = _randint(2, 4), _randint(3, 8)
     config = gpt2.GPTConfig(block_size=64, vocab_size=11, num_layers=1, num_heads=num_heads,
@@ -45,21 +47,26 @@ def check_attend_with_cache(attend_with_cache):
             q, k, v = _heads(attn, x)
         o, k_all, v_all = expect_pair("a triple (o, k_all, v_all)",
                                       attempt(attend_with_cache, q, k, v, cache.k, cache.v), 3)
-        for name, ref, got in (("k_all", cache_ref.k, k_all), ("v_all", cache_ref.v, v_all)):
-            expect_close(name, ref, got, row_dim=2, dtype=q.dtype, hint="Hint: the new tokens go after the "
-                         "cached ones: torch.cat([cache, new], dim=2) (dim 2 is the token dimension).")
-        expect_tensor("o", o, q.shape, dtype=q.dtype)
-        with torch.no_grad():
-            y = attn.c_proj(o.transpose(1, 2).reshape(B, T, C))
-        errors.append(expect_close(
-            f"o (past = {past}, T = {T}), seen through the layer's output projection", y_ref, y, row_dim=1,
-            hint=f"Hint: new token i sits at position past + i, so it may read keys 0 … past + i: mask the "
-                 f"[T, past + T] scores with tril(diagonal=past) (past = {past} here), scale them by "
-                 f"1/sqrt(head_dim), softmax over the keys."))
+        with part("k_all and v_all"):
+            for name, ref, got in (("k_all", cache_ref.k, k_all), ("v_all", cache_ref.v, v_all)):
+                expect_close(name, ref, got, row_dim=2, dtype=q.dtype, hint=hint(
+                    "the new tokens go after the cached ones: torch.cat([cache, new], dim=2) (dim 2 is the "
+                    "token dimension)."))
+        with part("o"):
+            expect_tensor("o", o, q.shape, dtype=q.dtype)
+            with torch.no_grad():
+                y = attn.c_proj(o.transpose(1, 2).reshape(B, T, C))
+            errors.append(expect_close(
+                f"o (past = {past}, T = {T}), seen through the layer's output projection", y_ref, y,
+                row_dim=1,
+                hint=hint("new token i sits at position past + i, so it may read keys 0 … past + i: mask the "
+                          f"[T, past + T] scores with tril(diagonal=past) (past = {past} here), scale them "
+                          "by 1/sqrt(head_dim), softmax over the keys.")))
     return f"equals CausalSelfAttention with a KV cache (relative error {max(errors):.0e})"
 
 
-@exercise("01.2", "generate_cached", "greedy decoding with the KV cache", difficulty=1)
+@exercise("01.2", "generate_cached", "greedy decoding with the KV cache", difficulty=1,
+          parts=("the tokens", "the cache used"), forbid=("gpt2.GPT.generate",))
 def check_generate_cached(generate_cached):
     config = gpt2.GPTConfig(block_size=64, vocab_size=_randint(20, 60), num_layers=2, num_heads=2,
                             hidden_size=16)
@@ -68,26 +75,32 @@ def check_generate_cached(generate_cached):
     prompt = torch.stack([torch.randperm(config.vocab_size)[:prompt_len] for _ in range(B)])  # no repeats
     ref = model.generate(prompt, n, use_cache=False)    # greedy, recomputing everything: the reference
     spy = CacheSpy(model, held=lambda cache: cache[0].length,   # a KVCache per layer
-                   hint="pass back the cache the previous call returned (logits, cache = model(next_id, "
-                        "cache)) and feed only the newest token.")
+                   hint=hint("pass back the cache the previous call returned (logits, cache = model(next_id, "
+                             "cache)) and feed only the newest token."))
     with torch.no_grad():
         out = attempt(generate_cached, spy, prompt.clone(), n)
     expect_tensor("the returned token ids", out, ref.shape)
-    if not torch.equal(out, ref):
-        first = int((out != ref).any(dim=0).nonzero()[0])
-        raise Wrong(f"token {first} differs ({'a prompt token' if first < prompt_len else 'generated'}; "
-                    f"tokens 0..{first - 1} match). Hint: feed the prompt once, then only the newest token "
-                    f"with the cache, and pick the argmax of the logits of the LAST position.")
+    with part("the tokens"):
+        if not torch.equal(out, ref):
+            first = int((out != ref).any(dim=0).nonzero()[0])
+            raise Wrong(f"token {first} differs ({'a prompt token' if first < prompt_len else 'generated'}; "
+                        f"tokens 0..{first - 1} match)", hint=hint(
+                            "feed the prompt once, then only the newest token with the cache, and pick the "
+                            "argmax of the logits of the LAST position."))
     needed = B * (prompt_len + n)          # the prompt once, then one token per step (the last may be spared)
-    if spy.tokens_fed > needed:
-        raise Wrong(f"right tokens, but your loop fed the model {spy.tokens_fed} token positions; with the "
-                    f"cache it needs at most {needed} (the prompt once, then one token per step). Hint: call "
-                    f"model(newest_token, cache), not model(whole_sequence).")
-    return (f"same {n} tokens as decoding without a cache, from {spy.tokens_fed} token positions fed "
-            f"instead of {B * sum(range(prompt_len, prompt_len + n))}")
+    with part("the cache used", needs=("the tokens",)):
+        if spy.misuse is not None:
+            raise spy.misuse
+        if spy.tokens_fed > needed:
+            raise Wrong(f"your loop fed the model {spy.tokens_fed} token positions; with the cache it needs "
+                        f"at most {needed} (the prompt once, then one token per step)",
+                        hint=hint("call model(newest_token, cache), not model(whole_sequence)."))
+    return (f"same {n} tokens as decoding without a cache, from {spy.tokens_fed} token positions fed instead "
+            f"of {B * sum(range(prompt_len, prompt_len + n))}")
 
 
-@exercise("01.3", "gpt2_parameters", "GPT-2's parameter count as a formula", difficulty=1)
+@exercise("01.3", "gpt2_parameters", "GPT-2's parameter count as a formula", difficulty=1,
+          forbid=("gpt2.GPT", "gpt2.GPT.num_parameters"))
 def check_gpt2_parameters(gpt2_parameters):
     for _ in range(3):
         num_heads = _randint(1, 4)
@@ -96,11 +109,8 @@ def check_gpt2_parameters(gpt2_parameters):
                                 hidden_size=num_heads * _randint(2, 16))
         with torch.device("meta"):                       # shapes only: nothing is allocated
             ref = gpt2.GPT(config).num_parameters()
-        with Watch(forbid=[gpt2.GPT, gpt2.GPT.num_parameters]) as watch:
-            out = attempt(gpt2_parameters, config.num_layers, config.hidden_size, config.vocab_size,
-                          config.block_size)
-        watch.verdict("write the count as a formula in the four sizes, without building a model.",
-                      "`gpt2_parameters`")
+        out = attempt(gpt2_parameters, config.num_layers, config.hidden_size, config.vocab_size,
+                      config.block_size)
         if isinstance(out, torch.Tensor) and out.numel() == 1:
             out = out.item()
         if not isinstance(out, (int, float)) or isinstance(out, bool):
@@ -108,9 +118,9 @@ def check_gpt2_parameters(gpt2_parameters):
         if out != ref:
             raise Wrong(f"for {config.num_layers} layers, width {config.hidden_size}, vocabulary "
                         f"{config.vocab_size}, {config.block_size} positions you count {out}, the model has "
-                        f"{ref:,} ({out - ref:+,} off). Hint: per block two LayerNorms (weight and bias), "
-                        f"q/k/v and output projections, the MLP's two matrices, every Linear with a bias; "
-                        f"then both embeddings and the final LayerNorm; the LM head is the token "
-                        f"embedding (tied), counted once.")
+                        f"{ref:,} ({out - ref:+,} off)", hint=hint(
+                            "per block two LayerNorms (weight and bias), q/k/v and output projections, the "
+                            "MLP's two matrices, every Linear with a bias; then both embeddings and the "
+                            "final LayerNorm; the LM head is the token embedding (tied), counted once."))
     small = attempt(gpt2_parameters, 12, 768, 50257, 1024)
     return f"exact for 3 random configurations (GPT-2 small: {small:,})"

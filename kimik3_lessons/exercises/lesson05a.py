@@ -1,7 +1,6 @@
 """Lesson 05a's exercises: forward substitution as the article writes it (in place), and the WY form of a
 chunk."""
 
-import inspect
 import random
 
 import torch
@@ -16,7 +15,9 @@ from kimik3_lessons.exercises import (
     expect_close,
     expect_pair,
     expect_tensor,
+    hint,
     known_mistake,
+    part,
 )
 
 F64 = torch.float64
@@ -36,7 +37,7 @@ def _strict_tril(k, beta):
 
 
 @exercise("05a.1", "forward_substitution_in_place", "forward substitution as the article writes it, in place",
-          difficulty=2)
+          difficulty=2, forbid=("deltanet.forward_substitution", "deltanet.blocked_forward_substitution"))
 def check_forward_substitution_in_place(forward_substitution_in_place):
     N, C = 3, random.randint(9, 40)
     k, _, beta = _chunk(N, C, 16, 1)
@@ -45,33 +46,33 @@ def check_forward_substitution_in_place(forward_substitution_in_place):
     worst_rows, worst_inv = 0.0, 0.0
     for what, A in (("a DeltaNet chunk's A", A_delta), ("a random strictly lower-triangular A", A_random)):
         given = A.clone()
-        with Watch(forbid=[deltanet.forward_substitution, deltanet.blocked_forward_substitution],
-                   forbid_ops=SOLVERS) as watch:
+        with Watch(forbid_ops=SOLVERS) as watch:
             out = attempt(forward_substitution_in_place, given)
-        watch.verdict("no solver: copy -A into X, then for i = 1 ... C - 1 overwrite X[..., i, :i] with "
-                      "-A_i - A_i X (the finished rows j < i only), and add I at the end.",
+        watch.verdict(hint("no solver: copy -A into X, then for i = 1 ... C - 1 overwrite X[..., i, :i] with "
+                           "-A_i - A_i X (the finished rows j < i only), and add I at the end."),
                       "`forward_substitution_in_place`")
         if not torch.equal(given, A):
-            raise Wrong("your function changed the A it was given: work in place on a copy (A.clone()), the "
-                        "caller still needs A (DeltaNet builds W and U from it, and checks compare with it).")
+            raise Wrong("your function changed the A it was given", hint=hint(
+                "work in place on a copy (A.clone()), the caller still needs A (DeltaNet builds W and U from "
+                "it, and checks compare with it)."))
         expect_tensor("(I + A)^{-1}", out, A.shape, dtype=F64)
         ref = deltanet.forward_substitution(A)
         I = torch.eye(C, dtype=F64)
-        known = {"the identity is missing: the loop leaves X = (I + A)^{-1} - I in the buffer; add I at the "
-                 "end": ref - I,
-                 "row i was updated with its whole row, diagonal included, after the identity was added: the "
-                 "sum runs over the finished rows j < i only (use X[i, :i], not X[i, :])":
-                 _full_row(A),
-                 "each row was computed from the original A, not from the rows already finished: in place, "
-                 "row i must read the rows j < i as they are *after* their own update":
-                 _from_original(A)}
+        known = [(hint("the identity is missing: the loop leaves X = (I + A)^{-1} - I in the buffer; add I "
+                       "at the end"), ref - I),
+                 (hint("row i was updated with its whole row, diagonal included, after the identity was "
+                       "added: the sum runs over the finished rows j < i only (use X[i, :i], not X[i, :])"),
+                  _full_row(A)),
+                 (hint("each row was computed from the original A, not from the rows already finished: in "
+                       "place, row i must read the rows j < i as they are *after* their own update"),
+                  _from_original(A))]
         known_mistake(f"(I + A)^{{-1}} for {what}", ref, out, known)
-        hint = ("Hint: keep X = (I + A)^{-1} - I in a copy of -A. Row i of X is -A_i - A_i X, and A_i is "
-                "zero from column i on, so only the finished rows j < i count; add I at the end.")
-        worst_rows = max(worst_rows, expect_close(f"(I + A)^{{-1}} for {what}", ref, out, hint=hint))
+        how = hint("keep X = (I + A)^{-1} - I in a copy of -A. Row i of X is -A_i - A_i X, and A_i is zero "
+                   "from column i on, so only the finished rows j < i count; add I at the end.")
+        worst_rows = max(worst_rows, expect_close(f"(I + A)^{{-1}} for {what}", ref, out, hint=how))
         inverse = torch.linalg.inv(I + A)
         worst_inv = max(worst_inv, expect_close(f"(I + A)^{{-1}} against torch.linalg.inv, for {what}",
-                                                inverse, out, rtol=1e-8, hint=hint))
+                                                inverse, out, rtol=1e-8, hint=how))
     return (f"C = {C}: equals deltanet.forward_substitution (relative error {worst_rows:.0e}) and "
             f"torch.linalg.inv(I + A) ({worst_inv:.0e}), and A is left as it was")
 
@@ -92,42 +93,38 @@ def _from_original(A):
     return X + torch.eye(A.shape[-1], dtype=A.dtype)
 
 
-@exercise("05a.2", "wy_form", "the WY form of a chunk: W and U", difficulty=2)
+@exercise("05a.2", "wy_form", "the WY form of a chunk: W and U", difficulty=2, parts=("W", "U"),
+          forbid=("deltanet.wy_representation", "deltanet.chunked", "deltanet.triton_chunked",
+                  "deltanet.recurrent", "deltanet.deltanet_step", "deltanet.chunk_state_scan",
+                  "deltanet.householder_product"))
 def check_wy_form(wy_form):
     N, C, K, V = 4, random.randint(5, 24), 12, 7                # K != V catches a transposed product
     k, v, beta = _chunk(N, C, K, V)
     W_ref, U_ref = deltanet.wy_representation(_strict_tril(k, beta), beta[..., None] * k, beta[..., None] * v)
-    inverses = (deltanet.forward_substitution, deltanet.blocked_forward_substitution)
-    module = [f for name, f in vars(deltanet).items()
-              if inspect.isfunction(f) and f.__module__ == deltanet.__name__ and f not in inverses]
-    with Watch(forbid=module) as watch:
-        out = attempt(wy_form, k.clone(), v.clone(), beta.clone())
-    watch.verdict("build A = tril(diag(beta) K K^T, -1) yourself, invert I + A with "
-                  "deltanet.forward_substitution, then W = L_inv diag(beta) K and U = L_inv diag(beta) V.",
-                  "`wy_form`")
+    out = attempt(wy_form, k.clone(), v.clone(), beta.clone())
     W, U = expect_pair("a pair (W, U)", out)
-    expect_tensor("W", W, W_ref.shape)
-    expect_tensor("U", U, U_ref.shape)
     L_inv = deltanet.forward_substitution(_strict_tril(k, beta))
     wrong_side = deltanet.forward_substitution(torch.tril(k @ k.mT * beta[..., None, :], -1))
     with_diagonal = torch.linalg.inv(torch.eye(C, dtype=F64)
                                      + torch.tril(beta[..., None] * (k @ k.mT)))
     bk = beta[..., None] * k
-    known_W = {"beta is on the wrong side of K K^T: A_ij = beta_i (k_i . k_j), row i scaled by its own beta "
-               "(diag(beta) K K^T), not column j":
-               wrong_side @ bk,
-               "A keeps its diagonal: A = strict_tril(diag(beta) K K^T), below the diagonal only "
-               "(tril(..., -1))":
-               with_diagonal @ bk,
-               "beta is missing on the right: W = L_inv diag(beta) K, not L_inv K":
-               L_inv @ k}
-    known_mistake("W", W_ref, W, known_W)
-    err_W = expect_close("W", W_ref, W, hint="Hint: A = tril(diag(beta) K K^T, -1), L_inv = (I + A)^{-1} "
-                         "(deltanet.forward_substitution), W = L_inv (beta[..., None] * K).")
-    known_mistake("U", U_ref, U, {"beta is missing, U = L_inv diag(beta) V, not L_inv V": L_inv @ v})
-    err_U = expect_close("U", U_ref, U, hint="Hint: U = L_inv (beta[..., None] * V), with the L_inv of W.")
-    P = deltanet.householder_product(k, beta)
-    err_P = expect_close("I - K^T W against the product of the chunk's Householder factors", P,
-                         torch.eye(K, dtype=F64) - k.mT @ W)
-    return (f"{N} chunks of C = {C}: W and U equal wy_representation's ({err_W:.0e}, {err_U:.0e}), and "
-            f"I - K^T W = H_C ... H_1 ({err_P:.0e})")
+    known_W = [(hint("beta is on the wrong side of K K^T: A_ij = beta_i (k_i . k_j), row i scaled by its own "
+                     "beta (diag(beta) K K^T), not column j"), wrong_side @ bk),
+               (hint("A keeps its diagonal: A = strict_tril(diag(beta) K K^T), below the diagonal only "
+                     "(tril(..., -1))"), with_diagonal @ bk),
+               (hint("beta is missing on the right: W = L_inv diag(beta) K, not L_inv K"), L_inv @ k)]
+    with part("W"):
+        known_mistake("W", W_ref, W, known_W)
+        err_W = expect_close("W", W_ref, W, hint=hint("A = tril(diag(beta) K K^T, -1), L_inv = (I + A)^{-1} "
+                                                      "(deltanet.forward_substitution), W = L_inv (beta[..., "
+                                                      "None] * K)."))
+        P = deltanet.householder_product(k, beta)
+        err_P = expect_close("I - K^T W against the product of the chunk's Householder factors", P,
+                             torch.eye(K, dtype=F64) - k.mT @ W)
+    with part("U"):
+        known_mistake("U", U_ref, U, [(hint("beta is missing, U = L_inv diag(beta) V, not L_inv V"),
+                                       L_inv @ v)])
+        err_U = expect_close("U", U_ref, U,
+                             hint=hint("U = L_inv (beta[..., None] * V), with the L_inv of W."))
+    return (f"{N} chunks of C = {C}: W and U equal wy_representation's ({err_W:.0e}, {err_U:.0e}), and I - "
+            f"K^T W = H_C ... H_1 ({err_P:.0e})")
