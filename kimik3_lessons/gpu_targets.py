@@ -293,15 +293,17 @@ def table(rows):
     return "\n".join(lines)
 
 
-def compile_in_subprocess(families=None, head_dims=(128,), chunk_sizes=(64,), targets=tuple(TARGETS)):
+def compile_in_subprocess(families=None, head_dims=(128,), chunk_sizes=(64,), targets=tuple(TARGETS),
+                          precisions=None):
     """Run `python -m kimik3_lessons compile-kernels` in a fresh Python (Triton compiles there, not
-    interprets) and return its rows: usable from a notebook. families None: all of them. Raises
-    RuntimeError if the command fails."""
+    interprets) and return its rows: usable from a notebook. families None: all of them; precisions None:
+    each its target has. Raises RuntimeError if the command fails."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
         cmd = [sys.executable, "-m", "kimik3_lessons", "compile-kernels", "--json", out,
                *(["--family", *families] if families else []), "--head-dim", *map(str, head_dims),
-               "--chunk-size", *map(str, chunk_sizes), "--target", *map(str, targets)]
+               "--chunk-size", *map(str, chunk_sizes), "--target", *map(str, targets),
+               *(["--precision", *precisions] if precisions else [])]
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TRITON_INTERPRET="0"))
         if done.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")

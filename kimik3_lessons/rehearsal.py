@@ -46,7 +46,7 @@ TO_NUMPY = "can't convert {} device type tensor to numpy. Use Tensor.cpu() to co
            "memory first."
 
 MARK = "_kimik3_on_device"   # the attribute that marks a tensor (a Python object) as on the device
-_state = dict(mode=None, paused=0, parameter_new=None)
+_state = dict(mode=None, paused=0, parameter_new=None, backward_apply=None)
 
 
 def on_device(t):
@@ -239,7 +239,22 @@ def start():
                 _mark(param)
             return param
         torch.nn.Parameter.__new__ = parameter_new
+        _state["backward_apply"] = torch.autograd.function.BackwardCFunction.apply
+        torch.autograd.function.BackwardCFunction.apply = backward_on_the_device
     return DEVICE
+
+
+def backward_on_the_device(ctx, *grads):
+    """A custom `torch.autograd.Function`'s backward (lesson 13's), as autograd's engine calls it. The
+    engine runs it without Python's torch-function modes, so the two devices would not be watched there,
+    and the gradients it hands over, made by the engine, would count as host tensors. On a GPU they are
+    where the Function's tensors are: here they are marked so when a tensor the forward saved is on the
+    device, and the backward runs inside the mode."""
+    if any(on_device(t) for t in getattr(ctx, "saved_tensors", ())):
+        for g in grads:
+            _mark(g)
+    with _state["mode"]:
+        return _state["backward_apply"](ctx, *grads)
 
 
 def stop():
@@ -248,6 +263,7 @@ def stop():
         _state["mode"].__exit__(None, None, None)
         _state["exp"].__exit__(None, None, None)
         torch.nn.Parameter.__new__ = _state["parameter_new"]
+        torch.autograd.function.BackwardCFunction.apply = _state["backward_apply"]
         _state["mode"] = None
 
 

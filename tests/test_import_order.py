@@ -75,21 +75,24 @@ def test_the_pytorch_modules_do_not_import_triton():
 # training loop are lesson 11's, which trains the tiny KimiK3 on them before lesson 12 trains every mixer.
 LESSON_OF = {"gpt2": "01", "associative_memory": "04", "kimi_linear": "07b", "mla": "08", "moe": "09a",
              "attnres": "10", "kimik3": "11", "recall_task": "11", "recall_training": "11", "mqar": "12",
-             **{m.name: m.lesson for m in mixers.MIXERS.values()}}
+             "backward": "13", **{m.name: m.lesson for m in mixers.MIXERS.values()}}
 
 
 def package_imports(module):
-    """The kimik3_lessons modules `module` imports, at any depth of its source (names, not attributes)."""
+    """The kimik3_lessons modules `module` imports, at any depth of its source (names, not attributes); a
+    subpackage's (lesson 13's `backward`) from every module in it, its own modules left out."""
     import ast
     from pathlib import Path
-    tree = ast.parse((Path(__file__).parent.parent / "kimik3_lessons" / f"{module}.py").read_text())
+    package = Path(__file__).parent.parent / "kimik3_lessons"
+    is_package = (package / module).is_dir()
+    files = sorted((package / module).glob("*.py")) if is_package else [package / f"{module}.py"]
     found = set()
-    for node in ast.walk(tree):
+    for node in (node for path in files for node in ast.walk(ast.parse(path.read_text()))):
         if isinstance(node, ast.ImportFrom) and node.module == "kimik3_lessons":
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kimik3_lessons."):
             found.add(node.module.split(".")[1])
-    return found
+    return found - {module}
 
 
 def test_a_lesson_module_imports_no_later_lesson():

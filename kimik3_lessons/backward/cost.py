@@ -48,9 +48,46 @@ def matmul_flops(fn, *args, **kwargs):
     return counter.get_total_flops()
 
 
-# Reported peaks (vendor data sheets): dense tensor-core FLOP/s in the kernels' half precision (fp16 on a
-# T4, which has no bf16; bf16 on the others), and memory bandwidth in bytes/s.
-GPUS = {"T4": (65e12, 320e9), "A100": (312e12, 2.039e12), "H100": (989e12, 3.35e12)}
+def tensor_numbers(mixer, B, H, T, K, V, C):
+    """{tensor name: numbers it holds} for the tensors of `mixer`'s kernels, forward and backward (the
+    names of `chunk_kernels` and `backward.kernels`); a tensor the mixer does not have is left out."""
+    N = -(-T // C)
+    g = N * C * (K if mixer.decay == "channel" else 1)
+    sizes = dict(q=T * K, k=T * K, v=T * V, a_qk=T * C, qd=T * K, kd=T * K, u=T * V, u_new=T * V, o=T * V,
+                 h=N * K * V, s0=K * V, s_out=K * V, do=T * V, ds_t=K * V, ds0=K * V, dh=N * K * V,
+                 du_new=T * V, dqd=T * K, dkd=T * K, da_qk=T * C, dq=T * K, dk=T * K)
+    if mixer.delta:
+        sizes.update(beta=T, l_inv=T * C, w=T * K, dw=T * K, da=T * C, dv=T * V, dbeta=T)
+    if mixer.decay:
+        sizes.update(g_cum=g, decay=N * K, ddecay=N * K, dg_cum=g)
+    return {name: B * H * n for name, n in sizes.items()}
+
+
+def kernel_traffic(mixer, B, H, T, K, V, C, half=False):
+    """[(step, kernel name, bytes)] for the launches of `mixer`'s forward (its three) and backward (the
+    forward's intra-chunk and scan steps again, then the backward's four): a model of each kernel's memory
+    traffic, every tensor it names read or written once (nothing kept in a cache between kernels, nothing
+    read twice). q, k, v, dO and what aliases them (`chunk_kernels.half_inputs`) take 2 bytes a number with
+    half=True, everything else 4."""
+    from kimik3_lessons import chunk_kernels
+    from kimik3_lessons.backward import kernels
+    numbers = tensor_numbers(mixer, B, H, T, K, V, C)
+    two_bytes = (chunk_kernels.half_inputs(mixer) | {"do"}) if half else set()
+    forward = chunk_kernels.launches(mixer.intra_chunk_kernel, T, K, V, C, B * H, delta=mixer.delta,
+                                     decay=mixer.decay, has_s0=False)
+    backward = kernels.backward_launches(mixer, T, K, V, C, B * H, has_ds_t=False)
+    plan = [("forward", *launch) for launch in forward] + \
+        [("backward", *launch) for launch in forward if launch[0] in ("intra", "scan")] + \
+        [("backward", *launch) for launch in backward]
+    return [(direction, step, kernel.fn.__name__,
+             sum(numbers[a] * (2 if a in two_bytes else 4) for a in kernel.arg_names if a in numbers))
+            for direction, step, kernel, *_ in plan]
+
+
+# Reported peaks (vendor data sheets), FLOP/s and bytes/s: a T4's float32 on its CUDA cores (Triton gives
+# our kernels' products no tensor cores on sm_75: the compile table's fp16 rows), an A100's and an H100's
+# dense bf16 tensor cores; and each one's memory bandwidth.
+GPUS = {"T4": (8.1e12, 320e9), "A100": (312e12, 2.039e12), "H100": (989e12, 3.35e12)}
 
 
 def gpu_time_model(flops, bytes_moved, gpu):

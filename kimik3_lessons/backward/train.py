@@ -41,6 +41,7 @@ class ChunkedFunction(torch.autograd.Function):
                                           chunk_size=chunk_size, initial_state=initial_state,
                                           input_precision=input_precision)
             S_n = None
+        ctx.set_materialize_grads(False)     # an output the loss does not use sends None, not zeros
         ctx.setup = (engine, mixer, chunk_size, input_precision)
         kept = (q, k, v, g, beta, initial_state, S_n if keep == "states" else None)
         ctx.has = [t is not None for t in kept]
@@ -53,6 +54,8 @@ class ChunkedFunction(torch.autograd.Function):
         kept = iter(ctx.saved_tensors)
         q, k, v, g, beta, S0, S_n = (next(kept) if has else None for has in ctx.has)
         x = dict(q=q, k=k, v=v, g=g, beta=beta)
+        if do is None:                       # the loss uses the final state only
+            do = v.new_zeros(v.shape)
         if engine == "pytorch":
             grads = chunked.chunked_backward(mixer, do, dS_T, **x, chunk_size=chunk_size, initial_state=S0,
                                              states=S_n)
