@@ -46,7 +46,7 @@ TO_NUMPY = "can't convert {} device type tensor to numpy. Use Tensor.cpu() to co
            "memory first."
 
 MARK = "_kimik3_on_device"   # the attribute that marks a tensor (a Python object) as on the device
-_state = dict(mode=None, paused=0, parameter_new=None, backward_apply=None)
+_state = dict(mode=None, paused=0, parameter_new=None, backward_apply=None, undefined_grad=None)
 
 
 def on_device(t):
@@ -241,7 +241,21 @@ def start():
         torch.nn.Parameter.__new__ = parameter_new
         _state["backward_apply"] = torch.autograd.function.BackwardCFunction.apply
         torch.autograd.function.BackwardCFunction.apply = backward_on_the_device
+        _state["undefined_grad"] = torch._C._functions.UndefinedGrad
+        torch._C._functions.UndefinedGrad = UndefinedGradOnTheDevice
     return DEVICE
+
+
+class UndefinedGradOnTheDevice:
+    """`torch.autograd.gradcheck` wraps a Function's outputs in autograd's C++ UndefinedGrad node, which the
+    mode does not see; on a GPU its output is where its input is, and so here."""
+
+    def __call__(self, *tensors):
+        out = _state["undefined_grad"]()(*tensors)
+        if any(on_device(t) for t in tensors):
+            for t in _outputs(out):
+                _mark(t)
+        return out
 
 
 def backward_on_the_device(ctx, *grads):
@@ -264,6 +278,7 @@ def stop():
         _state["exp"].__exit__(None, None, None)
         torch.nn.Parameter.__new__ = _state["parameter_new"]
         torch.autograd.function.BackwardCFunction.apply = _state["backward_apply"]
+        torch._C._functions.UndefinedGrad = _state["undefined_grad"]
         _state["mode"] = None
 
 
