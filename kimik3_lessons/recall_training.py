@@ -46,7 +46,7 @@ def answer_kinds(model, inputs, targets, task, batch_size=256):
     another value of the sequence's own pairs (held, bound to the wrong key), a value token the sequence
     does not hold, a token that is no value at all. Values are the upper half of the task's vocabulary, the
     sequence's own ones at 1, 3, …, 2P - 1 (`recall_task.mqar_layout`). Returns {kind: share}."""
-    counts = torch.zeros(len(ANSWER_KINDS))
+    counts = torch.zeros(len(ANSWER_KINDS), device=inputs.device)
     for i in range(0, len(inputs), batch_size):
         x, y = inputs[i:i + batch_size], targets[i:i + batch_size]
         asked = y != IGNORE
