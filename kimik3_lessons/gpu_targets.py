@@ -60,8 +60,8 @@ def compile_mode():
 
 
 def families():
-    """What --family takes: every mixer of the family (`mixers.MIXERS`), "moe" (the SiTU kernel) and
-    "backward" (lesson 13's kernels, for every mixer)."""
+    """What --family takes: every mixer of the family (`mixers.MIXERS`: its forward kernels), "moe" (the SiTU
+    kernel) and "backward" (lesson 13's kernels: of the mixers named with it, or of every mixer)."""
     from kimik3_lessons import mixers
     return (*mixers.MIXERS, "moe", "backward")
 
@@ -107,9 +107,15 @@ def course_kernels(head_dim, chunk_size, families=None):
     situ = dict(LINEAR=True, BLOCK=1024, BF16_BITS=True)           # bfloat16, as `situ_triton` passes it
     kernels.append((("moe",), "SiTU, fused (bf16)", moe.situ_kernel, situ, dict(num_warps=4),
                     {"n": "i32", "beta": "fp32", "linear_beta": "fp32", "*": "*i16"}))
-    if families is not None and "backward" not in families:     # a mixer's own: its forward kernels only
-        kernels = [kernel for kernel in kernels if "backward" not in kernel[0]]
-    return [kernel for kernel in kernels if families is None or set(kernel[0]) & set(families)]
+    if families is None:
+        return kernels
+    named = set(families) - {"backward", "moe"}          # mixers named: their forward (and backward) kernels
+
+    def chosen(users):
+        if "backward" in users:
+            return "backward" in families and bool(set(users) & named or not named)
+        return bool(set(users) & set(families))
+    return [kernel for kernel in kernels if chosen(kernel[0])]
 
 
 def label(step, users, constexprs):
