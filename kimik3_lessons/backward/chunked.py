@@ -54,8 +54,8 @@ def state_walk(F, S):
     state before the first chunk: lesson 05's `deltanet.chunk_state_scan`; without the delta rule and the
     decay, lesson 03's running sum, S_n = S_0 + K_0^T V_0 + ... + K_{n-1}^T V_{n-1}, and U' = U = V."""
     if F.W is None and F.decay is None:
-        S_n = torch.cat([S[:, :, None], F.Kd.mT @ F.U], dim=2).cumsum(dim=2)
-        return S_n[:, :, :-1], F.U, S_n[:, :, -1]
+        S_n = torch.cat([S[:, :, None], F.Kd.mT @ F.U], dim=2).cumsum(dim=2)        # S_0 ... S_N
+        return S_n[:, :, :-1].clone(), F.U, S_n[:, :, -1].clone()    # views would pin all N + 1 states
     W = torch.zeros_like(F.Kd) if F.W is None else F.W
     return deltanet.chunk_state_scan(W, F.U, F.Kd, S, F.decay)
 
