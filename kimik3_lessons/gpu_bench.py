@@ -242,7 +242,7 @@ def compare_training(mixer, D, repeat=None):
     sum(o * dO) with respect to q, k, v, [g,] [beta] against autograd through the float64 recurrence on the
     same rounded inputs (the largest relative error over the inputs), then all timed in turn; print, record
     (kind "train") and return the rows. AssertionError past `GRADIENT_TOLERANCE`."""
-    B, H, T = batch_sizes()
+    B, H, T = lab.sizes(cpu=(1, 2, 40), gpu=batch_sizes())      # the rehearsal: three chunks, the last padded
     dtype = fla_dtype()
     family = mixers.get(mixer)
     x = inputs(mixer, B, H, T, D, dtype)
