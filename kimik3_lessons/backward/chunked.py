@@ -369,7 +369,8 @@ def chunked_backward(mixer, do, dS_T, q, k, v, g=None, beta=None, chunk_size=64,
     Runs the forward's step 1 again (the factors, from the inputs), and step 2 too unless `states` gives
     the S_n [B, H, N, K, V] the forward kept (then U'_n = U_n - W_n S_n is one product per chunk); then
     steps 3', 2' and 1'. Computes in float32 (float64 for float64 inputs), like the forward.
-    Returns {"q", "k", "v", ["g",] ["beta",] "initial_state": gradient}, each in its input's shape."""
+    Returns {"q", "k", "v", ["g",] ["beta",] "initial_state": gradient}, each in its input's shape (the
+    initial state's None when none was given)."""
     mixer = mixers.get(mixer) if isinstance(mixer, str) else mixer
     T, C = q.shape[2], chunk_size
     x, S0 = chunks(mixer, q, k, v, g, beta, chunk_size, initial_state)
@@ -385,4 +386,4 @@ def chunked_backward(mixer, do, dS_T, q, k, v, g=None, beta=None, chunk_size=64,
     dF, dS0 = factors_gradient(F, S_n, U_new, dO, dS)
     grads = factors_backward(x, F, saved, dF)
     grads = {name: contract.merge_chunks(grad, T) for name, grad in grads.items()}
-    return dict(grads, initial_state=dS0)
+    return dict(grads, initial_state=None if initial_state is None else dS0)
