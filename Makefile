@@ -13,12 +13,22 @@ EDITION_LANG := $(if $(filter command line,$(origin LANG)),$(LANG))
 
 # Without an NVIDIA GPU, pin the CPU build of PyTorch: a plain `torch` pulls a multi-GB CUDA build.
 # Override for another machine, e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+# On a GPU machine a CUDA build newer than the driver reports no GPU: `make test-gpu` says which to pass.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 ifeq ($(HAS_GPU),yes)
 TORCH_SPEC ?= torch
 else
 TORCH_SPEC ?= torch==2.13.0
 endif
+
+# The exact versions `make test` runs with, every package but torch (whose build the machine decides,
+# TORCH_SPEC): constraints.txt, applied to every install into .venv. `make constraints` rewrites it from
+# .venv (after `pip install --upgrade` of what should move; then run `make test`). On a GPU machine the
+# CUDA build of torch brings its own triton and dependencies: there the constraints are applied to the
+# rest, without the lines of what torch installed.
+# pyproject.toml bounds torch, triton and numpy to what is tested: `make test-colab` is the floor.
+CONSTRAINTS := constraints.txt
+VENV_CONSTRAINTS := $(VENV)/constraints.txt
 
 # pytest workers for the notebooks (each notebook runs whole in one worker).
 WORKERS ?= 2
@@ -32,12 +42,26 @@ TEST_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(SCRATCH)/figures" MPLBACKEND=Agg 
 
 .PHONY: lab test notebooks bench lint clean student times
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+ifeq ($(HAS_GPU),yes)
 	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	installed="$$($(BIN)/python -m pip freeze | sed -E 's/[=@ ].*//' | paste -sd'|')"; \
+		grep -v -i -E "^($$installed)==" $(CONSTRAINTS) > $(VENV_CONSTRAINTS)
+else
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) $(TORCH_SPEC)
+	cp $(CONSTRAINTS) $(VENV_CONSTRAINTS)
+endif
+	$(BIN)/python -m pip install --quiet -c $(VENV_CONSTRAINTS) -e ".[dev]"
 	touch $@
+
+.PHONY: constraints
+constraints: $(STAMP)
+	{ echo "# The exact versions \`make test\` runs with (all but torch: TORCH_SPEC in the Makefile). Written by"; \
+	  echo "# \`make constraints\` from .venv; \`make test-colab\` is the floor (Colab's triton and numpy)."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v -E '^(torch|nvidia-[a-z0-9-]+|kimik3-lessons)[=@ ]'; \
+	} > $(CONSTRAINTS)
 
 # `make lab LANG=zh_CN` (or de) opens that edition's notebooks instead.
 # Jupyter refuses to run as root unless told; containers and course machines often are root.
@@ -105,7 +129,7 @@ SITE_SCRATCH := $${TMPDIR:-/tmp}/kimik3-site-test
 SITE_WORKERS ?= 2
 .PHONY: site test-site
 $(DOCS_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	$(BIN)/python -m pip install --quiet -c $(VENV_CONSTRAINTS) -e ".[docs]"
 	touch $@
 
 site: $(DOCS_STAMP)
@@ -216,19 +240,19 @@ notebooks: $(STAMP)
 # Every script in benchmarks/ but the MQAR sweep. The six timing scripts took 4 minutes on a quiet 2-core
 # CPU, 30 under load (benchmarks/README.md); compile_kernels.py about one more. Each exits 1, with a
 # `FAIL:` line per failure, when a required ratio or agreement fails; all run, and bench fails at the end
-# if any failed. mqar_sweep.py trains models for 1-2 hours: `make sweep` runs it.
+# if any failed. mqar_sweep.py trains models for hours (lesson 12 prints how many): `make sweep` runs it.
 bench: $(STAMP)
 	status=0; for script in benchmarks/*.py; do \
 		[ "$$script" = benchmarks/mqar_sweep.py ] && continue; \
 		$(BIN)/python $$script || status=1; \
 	done; exit $$status
 
-# The MQAR sweep lesson 12 plots (under 2 hours on 2 idle CPU cores, 2 workers of one thread each). Resumable:
+# The MQAR sweep lesson 12 plots (one worker of one thread; lesson 12 prints what it cost). Resumable:
 # one file per run in benchmarks/results/mqar_sweep/, a run whose file exists is skipped; the summary is
 # benchmarks/results/mqar_sweep_summary.json, assembled from the files after every run.
 .PHONY: sweep
 sweep: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py --workers 2
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py \
@@ -247,19 +271,31 @@ clean:
 GPU_LESSONS := notebooks/03_chunkwise.ipynb notebooks/05b_deltanet_chunked.ipynb \
 	notebooks/06_gated_deltanet.ipynb notebooks/07a_kda.ipynb notebooks/09b_latent_experts.ipynb
 
-# On a machine with an NVIDIA GPU: the unit tests on CUDA (kernels compiled), the five GPU lessons run whole,
-# one after another (their timings share the GPU with nothing), then one table of every GPU cell's forms,
-# errors against float64 and times against flash-linear-attention's kernels, printed and written to
-# benchmarks/results/gpu-<gpu name>.json (commit it). Without a GPU it says so and succeeds.
+# On a machine with an NVIDIA GPU (a fresh one: nothing but Python and a driver): installs .venv as `make
+# lab` does (the dev extra: all that GPU_TESTS and the lessons import), checks that torch sees the GPU
+# (a CUDA build newer than the driver does not: it names the TORCH_SPEC to pass), runs the unit tests of
+# the package on CUDA (kernels compiled), warms flash-linear-attention's kernels (its autotuner compiles
+# every config on a first call: the GPU cells' calls, run in parallel processes, one line each as it
+# finishes; FLA and Triton keep the results in their disk caches), runs the five GPU lessons whole, one
+# after another (their timings share the GPU with nothing), and prints one table of every GPU cell's forms,
+# errors against float64 and times against FLA's kernels, written to benchmarks/results/gpu-<gpu name>.json
+# (commit it). Without a GPU it says so in one line and succeeds. Planned to take under 10 minutes on one
+# H100 with its host's CPUs (the warm-up: about 5 of them); not yet timed on one.
 GPU_SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-gpu
+GPU_TESTS := tests/test_mixers.py tests/test_moe.py tests/test_linear_attention.py tests/test_deltanet.py \
+	tests/test_gated_deltanet.py tests/test_kda.py tests/test_kimi_linear.py tests/test_mla.py tests/test_gpt2.py \
+	tests/test_attnres.py tests/test_lab.py tests/test_gpu_rehearsal.py tests/test_kernel_style.py
 .PHONY: test-gpu test-colab
 test-gpu:
 ifneq ($(HAS_GPU),yes)
 	@echo "make test-gpu: no NVIDIA GPU on this machine (nvidia-smi finds none), nothing to verify"
 else
 	$(MAKE) $(STAMP)
+	$(BIN)/python -c 'from kimik3_lessons import gpu_bench; gpu_bench.check_cuda()'
 	rm -rf "$(GPU_SCRATCH)" && mkdir -p "$(GPU_SCRATCH)/figures" "$(GPU_SCRATCH)/notebooks"
-	HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(GPU_SCRATCH)/figures" MPLBACKEND=Agg $(BIN)/pytest -q -n $(WORKERS) tests/
+	HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(GPU_SCRATCH)/figures" MPLBACKEND=Agg $(BIN)/pytest -q -n $(WORKERS) \
+		$(GPU_TESTS)
+	$(BIN)/python -c 'from kimik3_lessons import gpu_bench; gpu_bench.warm_fla()'
 	cp conftest.py "$(GPU_SCRATCH)/" && cp $(GPU_LESSONS) "$(GPU_SCRATCH)/notebooks/"
 	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(GPU_SCRATCH)"/notebooks/*.ipynb
 	cd "$(GPU_SCRATCH)" && HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(GPU_SCRATCH)/figures" MPLBACKEND=Agg \
@@ -269,19 +305,29 @@ else
 endif
 
 # Colab's versions on a CPU: a second environment, .venv-colab, with the triton of Colab's GPU runtime
-# (COLAB_TRITON) beside this machine's CPU torch (torch 2.8, Colab's, has no CPU wheel on PyPI; importing
-# torch does not import triton), Colab's numpy (COLAB_NUMPY), and the course installed as Colab's first cell
-# installs it: not editable, with [ref] (pip keeps the torch, triton and numpy it finds). In it: the five
-# GPU lessons run whole with Colab's numpy (GPU cells rehearsed, so every kernel runs interpreted; their
-# compile tables cover linear attention, DeltaNet and KDA for sm_75/80/90), the compile table of the other
-# kernels (gated DeltaNet, SiTU) at head size 128, then numpy upgraded to the newest, as a laptop's install
-# gets it, and the kernel tests (once: CI's 30-minute budget). The tests and lessons run from a copy, so
-# that they import the installed package. The environment is built once (like .venv); each run
-# reinstalls the course and Colab's numpy in it.
+# (COLAB_TRITON) and Colab's numpy (COLAB_NUMPY), and the course installed as Colab's first cell installs
+# it: not editable, with [ref] (pip keeps the torch, triton and numpy it finds). Colab pairs triton 3.5 with
+# torch 2.9 (COLAB_TORCH_VERSION); on PyPI torch 2.9 is a CUDA build only, about 7 GB with its nvidia
+# wheels, past what CI's budget allows, so CI pairs Colab's triton with this machine's CPU torch (importing
+# torch does not import triton); `make test-colab COLAB_TORCH="torch==2.9.1"` runs with Colab's own torch
+# where disk and time allow. In it: the five GPU lessons run whole with Colab's numpy (GPU cells rehearsed,
+# so every kernel runs interpreted), the compile table of every kernel at head size 128 checked
+# (`--check`) with Colab's triton and with the oldest the course supports (COLAB_OLDEST_TRITON; the newest
+# is .venv's, in `make test`), then numpy upgraded to the newest, as a laptop's install gets it, and the
+# kernel tests (once: CI's time budget). The tests and lessons run from a copy, so that they import the
+# installed package. The environment is built once (like .venv); each run reinstalls the course and Colab's
+# numpy in it.
+# Tested: torch 2.13.0+cpu with triton 3.5.1 and numpy 2.0.2, then numpy 2.4.6; compile tables with triton
+# 3.5.1 and 3.4.0. To follow Colab: read the versions a fresh Colab GPU runtime prints (`import torch,
+# triton, numpy`), set COLAB_TRITON, COLAB_NUMPY and COLAB_TORCH_VERSION here and in README's Colab
+# section, run `make test-colab`, and widen pyproject.toml's bounds if the new triton passes.
 COLAB := $(CURDIR)/.venv-colab
 COLAB_STAMP := $(COLAB)/.installed
-COLAB_TRITON ?= 3.4.0
+COLAB_TRITON ?= 3.5.1
 COLAB_NUMPY ?= 2.0.2
+COLAB_TORCH_VERSION := 2.9
+COLAB_TORCH ?= $(TORCH_SPEC)
+COLAB_OLDEST_TRITON ?= 3.4.0
 COLAB_SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-colab
 # The tests that run a Triton kernel (interpreted): what a triton or numpy release can break.
 KERNEL_TESTS := tests/test_mixers.py tests/test_moe.py -k "triton or situ or kernel"
@@ -289,25 +335,30 @@ COLAB_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(COLAB_SCRATCH)/figures" MPLBACKE
 	KIMIK3_REHEARSE=1
 COLAB_PYTEST := cd "$(COLAB_SCRATCH)" && $(COLAB_ENV) $(COLAB)/bin/python -m pytest -q -n $(WORKERS) \
 	-p no:cacheprovider
+COLAB_COMPILE := cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -m kimik3_lessons compile-kernels --check \
+	--head-dim 128 --workers $(WORKERS)
 $(COLAB_STAMP): pyproject.toml
 	rm -rf $(COLAB) && $(PYTHON) -m venv $(COLAB)
-	$(COLAB)/bin/python -m pip install --quiet $(TORCH_SPEC) "triton==$(COLAB_TRITON)" "numpy==$(COLAB_NUMPY)"
+	$(COLAB)/bin/python -m pip install --quiet $(COLAB_TORCH) "triton==$(COLAB_TRITON)" "numpy==$(COLAB_NUMPY)"
 	$(COLAB)/bin/python -m pip install --quiet ".[ref]" "pytest>=8,<10" "pytest-xdist>=3.5,<4" \
 		"nbval>=0.11,<0.12" ipykernel
 	touch $@
 test-colab: $(COLAB_STAMP) $(STAMP)
 	rm -rf "$(COLAB_SCRATCH)" && mkdir -p "$(COLAB_SCRATCH)/figures" "$(COLAB_SCRATCH)/src"
 	cp -r kimik3_lessons pyproject.toml README.md "$(COLAB_SCRATCH)/src/"
-	$(COLAB)/bin/python -m pip install --quiet "numpy==$(COLAB_NUMPY)" "triton==$(COLAB_TRITON)"
+	$(COLAB)/bin/python -m pip install --quiet "numpy==$(COLAB_NUMPY)" "triton==$(COLAB_OLDEST_TRITON)"
 	$(COLAB)/bin/python -m pip install --quiet --no-deps --force-reinstall "$(COLAB_SCRATCH)/src"
 	mkdir -p "$(COLAB_SCRATCH)/notebooks" && cp -r tests conftest.py "$(COLAB_SCRATCH)/"
 	cp $(GPU_LESSONS) "$(COLAB_SCRATCH)/notebooks/"
 	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(COLAB_SCRATCH)"/notebooks/*.ipynb
+	$(COLAB)/bin/python -c 'import triton; print("colab env: the oldest triton supported,", triton.__version__)'
+	$(COLAB_COMPILE)
+	$(COLAB)/bin/python -m pip install --quiet "triton==$(COLAB_TRITON)"
 	cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -c 'import kimik3_lessons, numpy, torch, triton; \
 		assert "site-packages" in kimik3_lessons.__file__, kimik3_lessons.__file__; \
-		print("colab env: torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__)'
-	cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -m kimik3_lessons compile-kernels --check --head-dim 128 \
-		--family gated_deltanet moe --workers $(WORKERS)
+		print("colab env: torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__, \
+		      "(Colab: torch $(COLAB_TORCH_VERSION))")'
+	$(COLAB_COMPILE)
 	$(COLAB_PYTEST) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $(GPU_LESSONS)
 	$(COLAB)/bin/python -m pip install --quiet --upgrade numpy
 	$(COLAB)/bin/python -c 'import numpy; print("colab env: newest numpy", numpy.__version__)'

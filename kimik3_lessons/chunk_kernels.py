@@ -22,16 +22,26 @@ How the kernels are written (every kernel of the course keeps these rules):
   - names: a lowercase name is a pointer (q, a_qk, u_new) or an index vector or mask (t, r, cols, lower);
     a Capitalized name is a tile of values on chip (Q_n, A, L_inv, G, Beta, S_top). Pointer names are the
     tensors' names below; a tile of a tensor x is X (the chunk's rows: X_n; rows t: X_t).
-  - arguments: one per line, in groups: pointers (inputs, then outputs), sizes, switches. T is a runtime
-    size everywhere (a new length does not recompile); K and V are compile-time in the scan and output
+  - names never mix the two: no lowercase name holds a tile (a tile of updates to S is KdU_top, not dS_top:
+    a d-prefix is left to the gradients of a backward pass).
+  - arguments: one per line, in commented groups, in this order: pointers (inputs, then outputs), indices,
+    tiles, sizes, scalars, switches. Kernels and the device functions they call (the helpers) alike, and
+    a helper of more than one argument is called by keyword (`load_rows(x=k, t=t, cols=cols, T=T,
+    width=K)`: compiler and interpreter take keywords, checked with triton 3.4 and 3.9). T is a runtime size
+    everywhere (a new length does not recompile); K and V are compile-time in the scan and output
     kernels, whose tiles they size, and runtime in the intra-chunk kernels, which walk K and V in slices
     (there a compile-time K lets the compiler unroll the walk, and hold up to 2.6 times the registers).
-    Block sizes and switches are compile-time; each switch that is off leaves a tensor unread.
+    Block sizes and switches are compile-time and UPPER CASE; each switch that is off leaves a tensor
+    unread. DECAY is the mixer's decay (`Mixer.decay`: None, "head" or "channel") in every kernel and
+    helper. `tests/test_kernel_style.py` keeps these rules.
   - loops: a loop whose bound is a runtime size (N = cdiv(T, C) chunks, K / SLICE slices) is a `while`,
     not a `range`: the interpreters of triton <= 3.6 cannot take a runtime bound in range() with
     numpy >= 2.4 (they hold the size as a one-element array). Loops over compile-time sizes use range().
-  - tensors: contiguous float32 [B*H, ...]: head bh starts bh * (its row size) numbers in; every product
-    accumulates in float32. PRECISION is how `tl.dot` multiplies: "ieee" full float32, "tf32" tensor cores.
+  - tensors: contiguous [B*H, ...]: head bh starts bh * (its row size) numbers in. q, k, v come in their
+    own dtype; `load_rows` turns a half-precision tile into float32 as it loads it, so every tile on chip,
+    every sum and every state is ACC, float32 (float64 for float64 inputs: exact checks in the
+    interpreter). PRECISION is how a product multiplies (`mma`): "ieee" full float32, "tf32" float32 on
+    tensor cores, "bf16" and "fp16" rounded to the inputs' half precision, on tensor cores, summed in ACC.
   - block sizes: SLICE = 16 columns of K or V read at a time inside a chunk (the intra-chunk kernels); in the
     scan and output kernels BK key rows of the state per tile (at most 64: two tiles, S_top and S_bottom,
     when K = 128, the switch SPLIT_K), BV value columns per program and BR rows of a chunk at a time.
@@ -51,7 +61,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kimik3_lessons import contract
+from kimik3_lessons import contract, rehearsal
 
 # Tiles, and how the kernels are launched. A product whose tiles are 64 x 64 x 64 in plain float32 (no
 # tensor cores: a T4, or "ieee" anywhere) already needs most of a thread's 255 registers, so the kernels
@@ -80,48 +90,173 @@ def block_sizes(K, V):
     return dict(BK=BK, BV=SLICE, BR=SLICE, SPLIT_K=K > BK)
 
 
+
+
+def multiply_bf16_in_the_interpreter():
+    """Make Triton's interpreter multiply bfloat16 tiles as a tensor core does. numpy has no bfloat16, so
+    the interpreter keeps a bfloat16 tile as its bits (uint16); its casts read them right, but its
+    `tl.dot` (triton 3.4 to 3.9) multiplies the bits as integers. Here it turns bfloat16 operands into
+    float32 first: exact, since a product of two bfloat16 numbers fits in float32, and summed in the
+    accumulator's float32 as on the GPU (up to the order of the sum). No-op when compiling for a GPU."""
+    from triton.runtime import interpreter
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder.create_dot, "multiplies_bf16", False):
+        return
+    create_dot = builder.create_dot
+
+    def create_dot_bf16(self, a, b, *args, **kwargs):
+        a, b = (self.cast_impl(x, tl.float32) if x.dtype.scalar == tl.bfloat16 else x for x in (a, b))
+        return create_dot(self, a, b, *args, **kwargs)
+
+    create_dot_bf16.multiplies_bf16 = True
+    builder.create_dot = create_dot_bf16
+
+
+def patch_language_once_per_launch():
+    """Make Triton's interpreter patch `triton.language` once per kernel launch, not once per call of a
+    device function. Each launch patches the language (its builtins made to compute in numpy) and undoes
+    it at the end; triton 3.4 to 3.9 patch it again on every call of a @triton.jit helper inside the
+    launch, which finds nothing left to patch but walks every member of the language first: a third of the
+    interpreter's time in these kernels, which call small helpers (`load_rows`, `mma`) thousands of times.
+    A call that finds the language modules it would patch already patched (their `load` no longer a
+    builtin) now skips the walk."""
+    from triton.runtime import interpreter
+    patch = getattr(interpreter, "_patch_lang", None)
+    if patch is None or not hasattr(interpreter, "_LangPatchScope") or hasattr(patch, "once_per_launch"):
+        return
+
+    def patch_lang(fn):
+        langs = [m for m in fn.__globals__.values() if m is tl or m is tl.core]     # what it would patch
+        if langs and not any(tl.core.is_builtin(lang.load) for lang in langs):
+            return interpreter._LangPatchScope()      # patched by the launch: nothing to do, nothing to undo
+        return patch(fn)
+
+    patch_lang.once_per_launch = True
+    interpreter._patch_lang = patch_lang
+
+
+if contract.interpreted():
+    multiply_bf16_in_the_interpreter()
+    patch_language_once_per_launch()
+
+
 # ---------------------------------------------------------------------------------------------------
 # Device functions every kernel uses
 
 
 @triton.jit
-def load_rows(x, t, cols, T, width):
-    """The tile X [len(t), len(cols)] of row-major [T, width] matrix x at rows t, columns cols; 0 outside."""
-    return tl.load(x + t[:, None] * width + cols[None, :], mask=(t[:, None] < T) & (cols[None, :] < width),
-                   other=0.0)
+def load_rows(
+    # pointers
+    x,          # [T, width], row-major
+    # indices
+    t,          # [R]  the rows to read
+    cols,       # [S]  the columns to read
+    # sizes
+    T,
+    width,
+):
+    """The tile X [R, S] of row-major [T, width] matrix x at rows t, columns cols; 0 outside. A bfloat16
+    or float16 tile comes out in float32 (decided when the kernel compiles): tiles on chip are never half."""
+    X = tl.load(x + t[:, None] * width + cols[None, :], mask=(t[:, None] < T) & (cols[None, :] < width),
+                other=0.0)
+    if X.dtype.is_bf16() or X.dtype.is_fp16():
+        X = X.to(tl.float32)
+    return X
 
 
 @triton.jit
-def store_rows(x, t, cols, T, width, X):
+def store_rows(
+    # pointers
+    x,          # [T, width], row-major
+    # indices
+    t,          # [R]  the rows to write
+    cols,       # [S]  the columns to write
+    # tiles
+    X,          # [R, S]
+    # sizes
+    T,
+    width,
+):
     """Write the tile X at rows t, columns cols of a row-major [T, width] matrix x (not what is outside)."""
     tl.store(x + t[:, None] * width + cols[None, :], X, mask=(t[:, None] < T) & (cols[None, :] < width))
 
 
 @triton.jit
-def dot_rows(x, y, t, T, K, C: tl.constexpr, SLICE: tl.constexpr, PRECISION: tl.constexpr):
+def mma(
+    # tiles
+    X,          # [M, L]
+    Y,          # [L, N]
+    Acc,        # [M, N]  ACC
+    # switches
+    PRECISION: tl.constexpr,
+):
+    """Acc + X Y, multiplied as PRECISION says: "ieee" in full float32 (float64 for a float64 Acc), "tf32"
+    with the inputs rounded to TF32 on tensor cores (sm_80 and newer), "bf16" or "fp16" with the inputs
+    rounded to that half precision on tensor cores, as a training run's products are; every sum in Acc's
+    dtype. The one place a kernel of the course multiplies two tiles (`tl.dot`)."""
+    if PRECISION == "bf16":
+        return tl.dot(X.to(tl.bfloat16), Y.to(tl.bfloat16), acc=Acc)
+    elif PRECISION == "fp16":
+        return tl.dot(X.to(tl.float16), Y.to(tl.float16), acc=Acc)
+    else:
+        return tl.dot(X.to(Acc.dtype), Y.to(Acc.dtype), acc=Acc, input_precision=PRECISION)
+
+
+@triton.jit
+def dot_rows(
+    # pointers
+    x,          # [T, K]
+    y,          # [T, K]
+    # indices
+    t,          # [C]  the chunk's rows
+    # sizes
+    T,
+    K,
+    C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
+):
     """X Y^T [C, C] for the rows t of x, y [T, K] (a chunk's scores, e.g. Q K^T), summed over K in slices
     of SLICE columns so that no tile is wider than SLICE."""
-    XY = tl.zeros([C, C], dtype=tl.float32)
+    XY = tl.zeros([C, C], dtype=ACC)
     k0 = 0
     while k0 < K:               # a loop over a runtime size: see "loops" above
         cols = k0 + tl.arange(0, SLICE)
-        X = load_rows(x, t, cols, T, K)
-        Y = load_rows(y, t, cols, T, K)
-        XY += tl.dot(X, tl.trans(Y), input_precision=PRECISION)
+        X = load_rows(x=x, t=t, cols=cols, T=T, width=K)
+        Y = load_rows(x=y, t=t, cols=cols, T=T, width=K)
+        XY = mma(X=X, Y=tl.trans(Y), Acc=XY, PRECISION=PRECISION)
         k0 += SLICE
     return XY
 
 
 @triton.jit
-def times_state(x, t, T, K: tl.constexpr, S_top, S_bottom, BK: tl.constexpr, SPLIT_K: tl.constexpr,
-                PRECISION: tl.constexpr):
-    """X S for the rows t of x [T, K] and the state S = [S_top; S_bottom] (key rows 0..BK-1, BK..2BK-1):
-    a product over K in blocks of BK. Without SPLIT_K the state is S_top alone (S_bottom is not read)."""
+def times_state(
+    # pointers
+    x,          # [T, K]
+    # indices
+    t,          # [BR]  the rows of x
+    # tiles
+    Acc,        # [BR, BV]  what X S is added to
+    S_top,      # [BK, BV]  the state's key rows 0 ... BK - 1
+    S_bottom,   # [BK, BV]  its key rows BK ... 2 BK - 1 (read under SPLIT_K)
+    # sizes
+    T,
+    K: tl.constexpr,
+    BK: tl.constexpr,
+    # switches
+    SPLIT_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """Acc + X S for the rows t of x [T, K] and the state S = [S_top; S_bottom]: a product over K in blocks
+    of BK. Without SPLIT_K the state is S_top alone (S_bottom is not read)."""
     cols = tl.arange(0, BK)
-    XS = tl.dot(load_rows(x, t, cols, T, K), S_top, input_precision=PRECISION)
+    Acc = mma(X=load_rows(x=x, t=t, cols=cols, T=T, width=K), Y=S_top, Acc=Acc, PRECISION=PRECISION)
     if SPLIT_K:
-        XS += tl.dot(load_rows(x, t, BK + cols, T, K), S_bottom, input_precision=PRECISION)
-    return XS
+        Acc = mma(X=load_rows(x=x, t=t, cols=BK + cols, T=T, width=K), Y=S_bottom, Acc=Acc,
+                  PRECISION=PRECISION)
+    return Acc
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -134,7 +269,7 @@ def chunk_scan_kernel(
     w,          # [B*H, T, K]     W_n (read under DELTA)
     u,          # [B*H, T, V]     U_n (V_n without the delta rule)
     kd,         # [B*H, T, K]     Kd_n, the keys decayed to their chunk's end (K_n without decay)
-    decay,      # [B*H, N, K]     d_n (read under DECAY)
+    decay,      # [B*H, N, K]     d_n, one factor per key row (read under DECAY)
     s0,         # [B*H, K, V]     the initial state (read under HAS_S0)
     # pointers: outputs
     h,          # [B*H, N, K, V]  S_n, the state chunk n starts from
@@ -151,15 +286,16 @@ def chunk_scan_kernel(
     # switches
     SPLIT_K: tl.constexpr,
     DELTA: tl.constexpr,
-    DECAY: tl.constexpr,
+    DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel" (`Mixer.decay`)
     HAS_S0: tl.constexpr,
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,        # the dtype of tiles, sums and states: tl.float32 (tl.float64 for exact checks)
 ):
     """The walk over chunks n = 0, 1, ... of one head, for value columns i_v*BV ... i_v*BV + BV - 1:
 
         h_n  = S                      the state chunk n starts from, written for the output kernel
         U'_n = U_n - W_n S            (DELTA, written to u_new; else U'_n = U_n, which is V_n)
-        S   <- d_n * S + Kd_n^T U'_n  (DECAY multiplies key row r of S by d_n[r]; else d_n = 1)
+        S   <- d_n * S + Kd_n^T U'_n  (DECAY multiplies key row r of S by d_n[r]; without it d_n = 1)
 
     S stays on chip from s0 (or zeros) to s_out, as one [BK, BV] tile or, when K > BK (SPLIT_K), as two:
     the key rows 0..BK-1 (S_top) and BK..K-1 (S_bottom). The chunk's rows are taken BR at a time (each
@@ -178,39 +314,41 @@ def chunk_scan_kernel(
     h += bh * N * K * V
     u_new += bh * T * V
     s_out += bh * K * V
-    S_top = tl.zeros([BK, BV], dtype=tl.float32)
-    S_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+    S_top = tl.zeros([BK, BV], dtype=ACC)
+    S_bottom = tl.zeros([BK, BV], dtype=ACC)
     if HAS_S0:
-        S_top += load_rows(s0, cols_k, cols_v, K, V)
+        S_top += load_rows(x=s0, t=cols_k, cols=cols_v, T=K, width=V)
         if SPLIT_K:
-            S_bottom += load_rows(s0, BK + cols_k, cols_v, K, V)
+            S_bottom += load_rows(x=s0, t=BK + cols_k, cols=cols_v, T=K, width=V)
     n = 0
     while n < N:                # a loop over a runtime size: see "loops" above
-        store_rows(h + n * K * V, cols_k, cols_v, K, V, S_top)
+        store_rows(x=h + n * K * V, t=cols_k, cols=cols_v, X=S_top, T=K, width=V)
         if SPLIT_K:
-            store_rows(h + n * K * V, BK + cols_k, cols_v, K, V, S_bottom)
-        dS_top = tl.zeros([BK, BV], dtype=tl.float32)
-        dS_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+            store_rows(x=h + n * K * V, t=BK + cols_k, cols=cols_v, X=S_bottom, T=K, width=V)
+        KdU_top = tl.zeros([BK, BV], dtype=ACC)          # Kd_n^T U'_n, key rows of S_top
+        KdU_bottom = tl.zeros([BK, BV], dtype=ACC)       # and of S_bottom
         for r0 in range(0, C, BR):
             t = n * C + r0 + tl.arange(0, BR)
-            U_t = load_rows(u, t, cols_v, T, V)
+            U_t = load_rows(x=u, t=t, cols=cols_v, T=T, width=V)
             if DELTA:
-                U_t -= times_state(w, t, T, K, S_top, S_bottom, BK, SPLIT_K, PRECISION)
-                store_rows(u_new, t, cols_v, T, V, U_t)
-            dS_top += tl.dot(tl.trans(load_rows(kd, t, cols_k, T, K)), U_t, input_precision=PRECISION)
+                U_t -= times_state(x=w, t=t, Acc=tl.zeros([BR, BV], dtype=ACC), S_top=S_top,
+                                   S_bottom=S_bottom, T=T, K=K, BK=BK, SPLIT_K=SPLIT_K, PRECISION=PRECISION)
+                store_rows(x=u_new, t=t, cols=cols_v, X=U_t, T=T, width=V)
+            KdU_top = mma(X=tl.trans(load_rows(x=kd, t=t, cols=cols_k, T=T, width=K)), Y=U_t, Acc=KdU_top,
+                          PRECISION=PRECISION)
             if SPLIT_K:
-                dS_bottom += tl.dot(tl.trans(load_rows(kd, t, BK + cols_k, T, K)), U_t,
-                                    input_precision=PRECISION)
-        if DECAY:
+                KdU_bottom = mma(X=tl.trans(load_rows(x=kd, t=t, cols=BK + cols_k, T=T, width=K)), Y=U_t,
+                                 Acc=KdU_bottom, PRECISION=PRECISION)
+        if DECAY is not None:   # "head" or "channel": either way d_n holds one factor per key row
             S_top *= tl.load(decay + n * K + cols_k, mask=cols_k < K, other=1.0)[:, None]
             if SPLIT_K:
                 S_bottom *= tl.load(decay + n * K + BK + cols_k, mask=BK + cols_k < K, other=1.0)[:, None]
-        S_top += dS_top
-        S_bottom += dS_bottom
+        S_top += KdU_top
+        S_bottom += KdU_bottom
         n += 1
-    store_rows(s_out, cols_k, cols_v, K, V, S_top)
+    store_rows(x=s_out, t=cols_k, cols=cols_v, X=S_top, T=K, width=V)
     if SPLIT_K:
-        store_rows(s_out, BK + cols_k, cols_v, K, V, S_bottom)
+        store_rows(x=s_out, t=BK + cols_k, cols=cols_v, X=S_bottom, T=K, width=V)
 
 
 @triton.jit
@@ -233,6 +371,7 @@ def chunk_output_kernel(
     # switches
     SPLIT_K: tl.constexpr,
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,        # the dtype of tiles, sums and states: tl.float32 (tl.float64 for exact checks)
 ):
     """O_n = Qd_n S_n + A_n U'_n for rows i_r*BR ... i_r*BR + BR - 1 (in chunk n), value columns of block i_v:
     the earlier chunks through the state the chunk started from (h_n), this chunk through its scores.
@@ -252,31 +391,41 @@ def chunk_output_kernel(
     h += (bh * N + n) * K * V
     u_new += bh * T * V
     o += bh * T * V
-    S_top = load_rows(h, cols_k, cols_v, K, V)
-    S_bottom = tl.zeros([BK, BV], dtype=tl.float32)
+    S_top = load_rows(x=h, t=cols_k, cols=cols_v, T=K, width=V)
+    S_bottom = tl.zeros([BK, BV], dtype=ACC)
     if SPLIT_K:
-        S_bottom = load_rows(h, BK + cols_k, cols_v, K, V)
-    O_t = times_state(qd, t, T, K, S_top, S_bottom, BK, SPLIT_K, PRECISION)
-    O_t += tl.dot(load_rows(a_qk, t, tl.arange(0, C), T, C), load_rows(u_new, chunk, cols_v, T, V),
-                  input_precision=PRECISION)
-    store_rows(o, t, cols_v, T, V, O_t)
+        S_bottom = load_rows(x=h, t=BK + cols_k, cols=cols_v, T=K, width=V)
+    O_t = times_state(x=qd, t=t, Acc=tl.zeros([BR, BV], dtype=ACC), S_top=S_top, S_bottom=S_bottom, T=T, K=K,
+                      BK=BK, SPLIT_K=SPLIT_K, PRECISION=PRECISION)
+    O_t = mma(X=load_rows(x=a_qk, t=t, cols=tl.arange(0, C), T=T, width=C),
+              Y=load_rows(x=u_new, t=chunk, cols=cols_v, T=T, width=V), Acc=O_t, PRECISION=PRECISION)
+    store_rows(x=o, t=t, cols=cols_v, X=O_t, T=T, width=V)
 
 
 # ---------------------------------------------------------------------------------------------------
 # The launcher
 
 
-def launches(intra_chunk_kernel, T, K, V, chunk_size, heads, *, delta, decay, has_s0, precision="ieee"):
+def acc_dtype(tensors):
+    """ACC, the dtype of every tile, sum and state of the kernels on `tensors` (`chunk_tensors`): the state's,
+    float32, or float64 for float64 inputs (exact checks in the interpreter)."""
+    return tl.float64 if tensors["s_out"].dtype == torch.float64 else tl.float32
+
+
+def launches(intra_chunk_kernel, T, K, V, chunk_size, heads, *, delta, decay, has_s0, precision="ieee",
+             acc=tl.float32):
     """The three launches of a mixer's chunked form: [(step, kernel, grid, constexprs, options)], the
     constexprs those the kernel takes. The launcher runs them; `gpu_targets` compiles the same ones.
 
-    heads = B * H. The switches say which tensors there are: delta (W, U'), decay (G, Qd, Kd, d_n),
-    has_s0 (an initial state); precision is how `tl.dot` multiplies."""
+    heads = B * H. The switches say which tensors there are: delta (W, U'), decay (the mixer's `decay`,
+    None, "head" or "channel": G, Qd, Kd, d_n), has_s0 (an initial state); precision:
+    how the products multiply (`contract.PRECISIONS`); acc: the dtype they sum into (`acc_dtype`)."""
     C = chunk_size
     N = triton.cdiv(T, C)
     sizes = block_sizes(K, V)
-    intra = dict(C=C, LOG_C=C.bit_length() - 1, SLICE=SLICE, PRECISION=precision)    # K, V: runtime
-    shared = dict(K=K, V=V, C=C, **sizes, DELTA=delta, DECAY=decay, HAS_S0=has_s0, PRECISION=precision)
+    intra = dict(C=C, LOG_C=C.bit_length() - 1, SLICE=SLICE, PRECISION=precision, ACC=acc)   # K, V: runtime
+    shared = dict(K=K, V=V, C=C, **sizes, DELTA=delta, DECAY=decay, HAS_S0=has_s0, PRECISION=precision,
+                  ACC=acc)
     value_blocks = triton.cdiv(V, sizes["BV"])
     steps = [("intra", intra_chunk_kernel, (N, heads), intra),
              ("scan", chunk_scan_kernel, (value_blocks, heads), shared),
@@ -285,56 +434,91 @@ def launches(intra_chunk_kernel, T, K, V, chunk_size, heads, *, delta, decay, ha
              LAUNCH[step]) for step, kernel, grid, constexprs in steps]
 
 
+def chunk_tensors(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_state=None,
+                  input_precision="ieee"):
+    """The tensors of `mixer`'s chunked form as its kernels name them (the table where this module begins):
+    q, k, v contiguous, in their dtype when it is half (bfloat16, float16: read as such, computed in
+    float32), else in the compute dtype; g's cumulative sum, beta and the initial state in the compute
+    dtype (float32, float64 for float64 inputs: `contract.compute_dtype`); the intermediates and outputs
+    allocated in it. None for a tensor the mixer does not have. Checks the inputs (`check_inputs`), the
+    options (`check_triton_options`) and where the tensors are (`check_triton_inputs`) first."""
+    B, H, T, K, V = contract.check_inputs(q, k, v, g, beta, initial_state, **mixer.switches)
+    contract.check_triton_options(chunk_size, input_precision)
+    contract.check_triton_inputs(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state)
+    C, N, dtype = chunk_size, triton.cdiv(T, chunk_size), contract.compute_dtype(q)
+    q, k, v = (x.contiguous() if x.dtype in (torch.bfloat16, torch.float16) else x.to(dtype).contiguous()
+               for x in (q, k, v))
+    g, beta, s0 = (None if x is None else x.to(dtype).contiguous() for x in (g, beta, initial_state))
+    delta, decay = beta is not None, mixer.decay
+    # G = cumsum(g) inside each chunk, padded with g = 0 to whole chunks: [B, H, N*C] or [B, H, N*C, K]
+    g_cum = contract.split_chunks(g, C).cumsum(3).flatten(2, 3).contiguous() if decay else None
+
+    def new(*shape):
+        return torch.empty(shape, dtype=dtype, device=q.device)
+
+    u = new(B, H, T, V) if delta else v                  # without the delta rule U = V, and U' = U
+    return dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
+                l_inv=new(B, H, T, C) if delta else None,
+                w=new(B, H, T, K) if delta else None, u=u,
+                qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
+                decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),
+                u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
+
+
+def half_inputs(mixer):
+    """The tensors of `mixer`'s kernels that hold its inputs in their own dtype, half precision included
+    (`chunk_tensors`): q, k, v; U and U' are V without the delta rule, Qd and Kd are Q and K without decay.
+    A compile for bfloat16 or float16 inputs (`gpu_targets`) types these pointers so."""
+    return {"q", "k", "v"} | ({"u", "u_new"} if not mixer.delta else set()) | \
+        ({"qd", "kd"} if mixer.decay is None else set())
+
+
+def run(mixer, tensors, chunk_size, input_precision="ieee", steps=("intra", "scan", "output")):
+    """Launch `steps` of `mixer`'s chunked form (`launches`) on `tensors` (`chunk_tensors`), the products
+    multiplied as `input_precision` says."""
+    (B, H, T, K), V = tensors["q"].shape, tensors["v"].shape[-1]
+    plan = launches(mixer.intra_chunk_kernel, T, K, V, chunk_size, B * H, delta=mixer.delta,
+                    decay=mixer.decay, has_s0=tensors["s0"] is not None, precision=input_precision,
+                    acc=acc_dtype(tensors))
+    for step, kernel, grid, constexprs, options in plan:
+        if step in steps:
+            launch(kernel, grid, tensors, options, **{"T": T, "K": K, "V": V, **constexprs})
+
+
 def launch_chunked(mixer, q, k, v, g=None, beta=None, *, chunk_size=64, initial_state=None,
                    input_precision="ieee"):
     """Run `mixer`'s chunked form as Triton kernels: its intra-chunk kernel over all (chunk, head) pairs,
     the shared `chunk_scan_kernel` over (value block, head), then `chunk_output_kernel` over (block of
     rows, value block, head). The one launcher of the four mixers.
 
-    The tensors must be those the mixer's declaration (`contract.Mixer`) names (`check_inputs`), and the
-    kernels' switches come from the tensors given: DELTA from beta, DECAY from g, HAS_S0 from the initial
-    state. Checks the options and where the tensors are (`check_triton_options`, `check_triton_inputs`),
-    computes in float32 whatever the input dtype; returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V]
-    float32).
+    The tensors must be those the mixer's declaration (`contract.Mixer`) names (`check_inputs`); the
+    kernels' switches come from the declaration and the initial state (HAS_S0). Products multiply as
+    input_precision says (`contract.check_triton_options`), whatever the inputs' dtype; everything sums in
+    float32 (float64 for float64 inputs); returns (o [B, H, T, V] in v's dtype, S_T [B, H, K, V] in
+    float32, or float64).
     """
-    B, H, T, K, V = contract.check_inputs(q, k, v, g, beta, initial_state, **mixer.switches)
-    contract.check_triton_options(chunk_size, input_precision)
-    contract.check_triton_inputs(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state)
-    out_dtype, C, N = v.dtype, chunk_size, triton.cdiv(T, chunk_size)
-    q, k, v, g, beta, s0 = (None if x is None else x.to(torch.float32).contiguous()
-                            for x in (q, k, v, g, beta, initial_state))
-    delta, decay = beta is not None, g is not None
-    # G = cumsum(g) inside each chunk, padded with g = 0 to whole chunks: [B, H, N*C] or [B, H, N*C, K]
-    g_cum = contract.split_chunks(g, C).cumsum(3).flatten(2, 3).contiguous() if decay else None
-    new = q.new_empty
-    u = new(B, H, T, V) if delta else v                  # without the delta rule U = V, and U' = U
-    tensors = dict(q=q, k=k, v=v, g_cum=g_cum, beta=beta, a_qk=new(B, H, T, C),
-                   l_inv=new(B, H, T, C) if delta else None,
-                   w=new(B, H, T, K) if delta else None, u=u,
-                   qd=new(B, H, T, K) if decay else q, kd=new(B, H, T, K) if decay else k,
-                   decay=new(B, H, N, K) if decay else None, s0=s0, h=new(B, H, N, K, V),
-                   u_new=new(B, H, T, V) if delta else u, s_out=new(B, H, K, V), o=new(B, H, T, V))
-    for _, kernel, grid, constexprs, options in launches(mixer.intra_chunk_kernel, T, K, V, C, B * H,
-                                                         delta=delta, decay=decay, has_s0=s0 is not None,
-                                                         precision=input_precision):
-        launch(kernel, grid, tensors, options, **{"T": T, "K": K, "V": V, **constexprs})
-    return tensors["o"].to(out_dtype), tensors["s_out"]
+    tensors = chunk_tensors(mixer, q, k, v, g, beta, chunk_size=chunk_size, initial_state=initial_state,
+                            input_precision=input_precision)
+    run(mixer, tensors, chunk_size, input_precision)
+    return tensors["o"].to(v.dtype), tensors["s_out"]
 
 
-def launch(kernel, grid, tensors, options, **scalars):
+def launch(kernel, grid, tensors, options, read_only_under=READ_ONLY_UNDER, **scalars):
     """kernel[grid](...) with each argument taken by name: from `scalars` (sizes and switches) or `tensors`.
 
     A tensor the kernel names but the mixer does not have (None) is allowed only where a switch that is
-    off keeps the kernel from reading it (`READ_ONLY_UNDER`); the kernel then gets q in its place (a
-    pointer it never follows). Anything else is a ValueError. `options`: num_warps, num_stages, maxnreg."""
+    off keeps the kernel from reading it (`read_only_under`, {tensor: switch}); the kernel then gets q in
+    its place (a pointer it never follows). Anything else is a ValueError. `options`: num_warps,
+    num_stages, maxnreg."""
     args = {}
     for name in kernel.arg_names:
         value = scalars[name] if name in scalars else tensors[name]
-        if value is None:
-            switch = READ_ONLY_UNDER.get(name)
+        if value is None and name not in scalars:          # a switch may be None (DECAY), a tensor not
+            switch = read_only_under.get(name)
             if switch is None or scalars.get(switch, True):
                 raise ValueError(f"{kernel.fn.__name__} reads {name}, which was not given "
                                  f"(a kernel may skip a missing tensor only under a switch that is off)")
             value = tensors["q"]
         args[name] = value
-    kernel[grid](**args, **options)
+    with rehearsal.paused():            # the interpreter's own copies are not the lesson's
+        kernel[grid](**args, **options)

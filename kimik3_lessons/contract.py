@@ -15,7 +15,8 @@ and three forms with one signature, each returning (o [B, H, T, V] in v's dtype,
 
 This module holds what the forms share, so that a lesson module shows only its own mechanism:
 - `Mixer`: a mixer's declaration (its switches, its forms, its decode step, its kernel), one per lesson
-  module (`MIXER`), collected in `mixers.MIXERS`;
+  module (`MIXER`), collected in `mixers.MIXERS`; `FLAOp` and `Naive`: flash-linear-attention's op for a
+  mixer and its pure-PyTorch references (`mixers.FLA`);
 - `prepare`: check every argument's shape, dtype and device (a ValueError that names the argument and the
   shape it expected) and cast to the compute dtype;
 - `compute_dtype`: float64 stays float64 (exact checks), everything else computes in float32;
@@ -47,7 +48,7 @@ class Mixer:
     """
     name: str                     # the lesson module's name, e.g. "gated_deltanet"
     title: str                    # for tables: "gated DeltaNet"
-    lesson: str                   # "06"
+    lesson: str                   # the lesson that builds the module: "06", "07a"
     delta: bool
     decay: str | None
     recurrent: Callable
@@ -74,6 +75,41 @@ class Mixer:
     def forms(self):
         """{"recurrent": ..., "chunked": ..., "triton_chunked": ...}."""
         return dict(recurrent=self.recurrent, chunked=self.chunked, triton_chunked=self.triton_chunked)
+
+
+@dataclass(frozen=True)
+class Naive:
+    """One of flash-linear-attention's pure-PyTorch references of a mixer (`fla.ops.<op>.naive`), and how
+    it is called: `fla_stand_in.naive` calls it on the contract's inputs and returns (o, S or None) in the
+    contract's layout. `rtol` is its relative error against the float64 recurrence on the same inputs:
+    1e-5 for a reference that computes in float32 whatever the input, 1e-9 for one that keeps float64."""
+    function: str                 # "fla.ops.kda.naive.naive_chunk_kda"
+    args: tuple[str, ...]         # its tensors after q, k, v, in its order: ("beta", "g") or ("g", "beta")
+    rtol: float
+    head_first: bool = False      # takes [B, H, T, D] (the delta rule's) instead of FLA's [B, T, H, D]
+    scale: bool = True            # takes scale=; False: it always scales q by K^-1/2 (undone by the caller)
+    state: bool = True            # takes initial_state= (and output_final_state=)
+    chunk: int | None = None      # its chunk size, for a chunk reference (T must be a multiple of it)
+    chunk_keyword: bool = True    # takes chunk_size= (False: the chunk is fixed inside it)
+
+
+@dataclass(frozen=True)
+class FLAOp:
+    """flash-linear-attention's op for one mixer: its Triton entry point, the keywords that make it compute
+    what the contract's forms compute, what it refuses (fla-core 0.6.0), and its pure-PyTorch references.
+    Declared in `mixers.FLA`; read by the contract tests, the GPU bench and the rehearsal's stand-ins."""
+    entry: str                    # "fla.ops.kda.chunk_kda", called (q, k, v, [g,] [beta,] scale=, ...)
+    naive: tuple[Naive, ...]      # the first one takes a state: the stand-in computes with it
+    kwargs: tuple[tuple[str, Any], ...] = ()   # e.g. (("normalize", False),)
+    max_key_dim: int | None = 256  # asserts K <= 256 (the delta rules' kernels)
+    half_only: bool = False       # refuses float32 q, k, v (chunk_delta_rule)
+    float32_state: bool = False   # asserts a float32 initial state (chunk_kda)
+    first_call_minutes: int = 1   # its autotuner's first call on a T4, per head size (compiles every config)
+
+    @property
+    def name(self):
+        """The entry point's own name: "chunk_kda"."""
+        return self.entry.rpartition(".")[2]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -198,24 +234,34 @@ def interpreted():
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+PRECISIONS = ("ieee", "tf32", "bf16", "fp16")    # how the kernels' products multiply (`check_triton_options`)
+
+
 def check_triton_options(chunk_size, input_precision="ieee"):
     """The kernels tile by the chunk: a power of two >= 16 (the smallest `tl.dot` tile). Products run in
-    full float32 ("ieee") or, on a GPU with TF32 tensor cores (sm_80 and newer), in TF32 ("tf32": inputs
-    rounded to a 10-bit mantissa, relative errors near 1e-3, several times faster)."""
+    full float32 ("ieee"); or, on a GPU with TF32 tensor cores (sm_80 and newer), in TF32 ("tf32": inputs
+    rounded to a 10-bit mantissa, relative errors near 1e-3, several times faster); or with their inputs
+    rounded to a half precision as a training run's are, on tensor cores, summed in float32 ("bf16",
+    sm_80 and newer, 8-bit mantissa; "fp16", any GPU, 11-bit mantissa and a range up to 65,504)."""
     check_chunk_size(chunk_size, power_of_two=True)
     if chunk_size < 16:
         raise ValueError(f"chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got {chunk_size}")
-    if input_precision not in ("ieee", "tf32"):
-        raise ValueError(f"input_precision must be 'ieee' (exact float32) or 'tf32' (tensor cores), "
-                         f"got {input_precision!r}")
+    if input_precision not in PRECISIONS:
+        raise ValueError(f"input_precision must be 'ieee' (exact float32), 'tf32' (tensor cores), 'bf16' or "
+                         f"'fp16' (half-precision products, tensor cores), got {input_precision!r}")
 
 
 def check_triton_inputs(**tensors):
     """The Triton path computes where Triton runs: CUDA tensors when compiled, CPU tensors in the
-    interpreter. Anything else is a ValueError naming the argument, never a silent copy."""
+    interpreter. Anything else is a ValueError naming the argument, never a silent copy. In the rehearsal
+    (`rehearsal.active()`) the interpreter plays the compiled kernel: a host tensor is refused as there."""
+    from kimik3_lessons import rehearsal
     for name, x in tensors.items():
         if x is None:
             continue
+        if rehearsal.active() and not rehearsal.on_device(x):
+            raise ValueError(f"{name} is on cpu, but the compiled Triton kernel needs CUDA tensors "
+                             f"(the rehearsal plays a GPU: make it with device=lab.device())")
         if interpreted() and x.is_cuda:
             raise ValueError(f"{name} is a CUDA tensor, but Triton runs in interpreter mode here "
                              f"(TRITON_INTERPRET=1): pass CPU tensors")

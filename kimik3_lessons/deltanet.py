@@ -212,11 +212,17 @@ def chunked_flops(seq_len, head_dim, chunk_size):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The Triton kernel: lesson 03's two steps, with the WY form inside each chunk.
+# The Triton kernel: lesson 03's intra-chunk kernel with the WY form added (the scan and output kernels are
+# lesson 03's, with the delta rule's correction switched on).
 
 
 @triton.jit
-def forward_substitution_tile(A, C: tl.constexpr):
+def forward_substitution_tile(
+    # tiles
+    A,          # [C, C], strictly lower-triangular
+    # sizes
+    C: tl.constexpr,
+):
     """(I + A)^{-1} of a strictly lower-triangular tile A [C, C], row by row: `forward_substitution` on chip.
 
     Row i of the inverse is e_i - A_i L_inv, where A_i (row i of A) is zero from column i on, so only the
@@ -234,8 +240,26 @@ def forward_substitution_tile(A, C: tl.constexpr):
 
 
 @triton.jit
-def wy_slices(l_inv, beta, g_cum, x, out, n, T, width, C: tl.constexpr, SLICE: tl.constexpr,
-              DECAY: tl.constexpr, PRECISION: tl.constexpr):
+def wy_slices(
+    # pointers: inputs
+    l_inv,      # [T, C]       L_inv of each chunk, as the intra-chunk kernel stored it
+    beta,       # [T]
+    g_cum,      # [N*C] ("head") or [N*C, width] ("channel"): G (read under DECAY)
+    x,          # [T, width]   K (for W) or V (for U)
+    # pointers: outputs
+    out,        # [T, width]   W or U
+    # indices
+    n,          # the chunk
+    # sizes
+    T,
+    width,
+    C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    DECAY: tl.constexpr,      # the mixer's decay: None, "head" or "channel"
+    PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
+):
     """out = L_inv diag(Beta) (D * X) for chunk n's rows of x [T, width] (W from K, U from V), written
     SLICE columns at a time: the WY form's products. D is the rows' decay from the chunk's start: 1 (DECAY
     None; g_cum is not read), e^{G_j} per row ("head", g_cum [N*C]) or e^{G_jd} per entry ("channel",
@@ -250,18 +274,18 @@ def wy_slices(l_inv, beta, g_cum, x, out, n, T, width, C: tl.constexpr, SLICE: t
     c0 = 0
     while c0 < width:           # a runtime bound: a while loop (the rules in `chunk_kernels`)
         cols = c0 + tl.arange(0, SLICE)
-        OUT = tl.zeros([C, SLICE], dtype=tl.float32)
+        OUT = tl.zeros([C, SLICE], dtype=ACC)
         for j0 in range(0, C, SLICE):
             j = n * C + j0 + tl.arange(0, SLICE)                       # rows j of X, columns j of L_inv
             Beta_j = tl.load(beta + j, mask=j < T, other=0.0)
-            X_j = Beta_j[:, None] * chunk_kernels.load_rows(x, j, cols, T, width)
+            X_j = Beta_j[:, None] * chunk_kernels.load_rows(x=x, t=j, cols=cols, T=T, width=width)
             if DECAY == "head":
                 X_j *= tl.exp(tl.load(g_cum + j))[:, None]
             if DECAY == "channel":
-                X_j *= tl.exp(chunk_kernels.load_rows(g_cum, j, cols, n * C + C, width))
-            L_inv_j = chunk_kernels.load_rows(l_inv, t, j0 + tl.arange(0, SLICE), T, C)
-            OUT = tl.dot(L_inv_j, X_j, acc=OUT, input_precision=PRECISION)
-        chunk_kernels.store_rows(out, t, cols, T, width, OUT)
+                X_j *= tl.exp(chunk_kernels.load_rows(x=g_cum, t=j, cols=cols, T=n * C + C, width=width))
+            L_inv_j = chunk_kernels.load_rows(x=l_inv, t=t, cols=j0 + tl.arange(0, SLICE), T=T, width=C)
+            OUT = chunk_kernels.mma(X=L_inv_j, Y=X_j, Acc=OUT, PRECISION=PRECISION)
+        chunk_kernels.store_rows(x=out, t=t, cols=cols, X=OUT, T=T, width=width)
         c0 += SLICE
 
 
@@ -285,6 +309,7 @@ def deltanet_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Everything chunk n of head bh needs from itself (rows t = nC ... nC + C - 1, zeros past T):
 
@@ -308,14 +333,20 @@ def deltanet_intra_chunk_kernel(
     w += bh * T * K
     u += bh * T * V
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    A = chunk_kernels.dot_rows(k, k, t, T, K, C, SLICE, PRECISION)                              # K K^T
-    L_inv = forward_substitution_tile(tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C)
-    chunk_kernels.store_rows(l_inv, t, r, T, C, L_inv)                  # read back by `wy_slices`
+    # K K^T
+    A = chunk_kernels.dot_rows(x=k, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
+    L_inv = forward_substitution_tile(A=tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C=C)
+    chunk_kernels.store_rows(x=l_inv, t=t, cols=r, X=L_inv, T=T, width=C)     # read back by `wy_slices`
     tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
-    wy_slices(l_inv, beta, beta, k, w, n, T, K, C, SLICE, None, PRECISION)          # W = L_inv diag(Beta) K
-    wy_slices(l_inv, beta, beta, v, u, n, T, V, C, SLICE, None, PRECISION)          # U = L_inv diag(Beta) V
-    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)                           # Q K^T
-    chunk_kernels.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
+    # W = L_inv diag(Beta) K, U = L_inv diag(Beta) V; without decay g_cum is never read (beta stands in)
+    wy_slices(l_inv=l_inv, beta=beta, g_cum=beta, x=k, out=w, n=n, T=T, width=K, C=C, SLICE=SLICE, DECAY=None,
+              PRECISION=PRECISION, ACC=ACC)
+    wy_slices(l_inv=l_inv, beta=beta, g_cum=beta, x=v, out=u, n=n, T=T, width=V, C=C, SLICE=SLICE, DECAY=None,
+              PRECISION=PRECISION, ACC=ACC)
+    # Q K^T
+    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
+    chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=tl.where(r[:, None] >= r[None, :], A_qk, 0.0), T=T,
+                             width=C)
 
 
 def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -330,6 +361,6 @@ def triton_chunked(q, k, v, beta, chunk_size=64, initial_state=None, input_preci
                                         initial_state=initial_state, input_precision=input_precision)
 
 
-MIXER = contract.Mixer(name="deltanet", title="DeltaNet", lesson="05", delta=True, decay=None,
+MIXER = contract.Mixer(name="deltanet", title="DeltaNet", lesson="05a", delta=True, decay=None,
                        recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked,
                        step=deltanet_step, intra_chunk_kernel=deltanet_intra_chunk_kernel)

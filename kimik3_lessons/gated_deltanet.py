@@ -137,6 +137,7 @@ def gated_deltanet_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Everything chunk n of head bh needs from itself, with G = cumsum(g) inside the chunk (g_cum, from the
     launcher) and Gamma_ij = exp(G_i - G_j) (i >= j, else 0):
@@ -170,24 +171,26 @@ def gated_deltanet_intra_chunk_kernel(
     G_C = tl.load(g_cum + n * C + C - 1)                                                    # decay
     lower = r[:, None] >= r[None, :]
     Gamma = tl.where(lower, tl.exp(tl.where(lower, G[:, None] - G[None, :], 0.0)), 0.0)    # decay: never > 1
-    A = chunk_kernels.dot_rows(k, k, t, T, K, C, SLICE, PRECISION)
+    A = chunk_kernels.dot_rows(x=k, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
     A = tl.where(r[:, None] > r[None, :], Beta[:, None] * A * Gamma, 0.0)                  # decay: * Gamma
-    L_inv = deltanet.forward_substitution_tile(A, C)
-    chunk_kernels.store_rows(l_inv, t, r, T, C, L_inv)                  # read back by `deltanet.wy_slices`
+    L_inv = deltanet.forward_substitution_tile(A=A, C=C)
+    chunk_kernels.store_rows(x=l_inv, t=t, cols=r, X=L_inv, T=T, width=C)     # read back by `wy_slices`
     tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
-    deltanet.wy_slices(l_inv, beta, g_cum, k, w, n, T, K, C, SLICE, "head", PRECISION)     # decay: e^G K
-    deltanet.wy_slices(l_inv, beta, g_cum, v, u, n, T, V, C, SLICE, None, PRECISION)
+    deltanet.wy_slices(l_inv=l_inv, beta=beta, g_cum=g_cum, x=k, out=w, n=n, T=T, width=K, C=C, SLICE=SLICE,
+                       DECAY="head", PRECISION=PRECISION, ACC=ACC)  # decay: e^G K
+    deltanet.wy_slices(l_inv=l_inv, beta=beta, g_cum=g_cum, x=v, out=u, n=n, T=T, width=V, C=C, SLICE=SLICE,
+                       DECAY=None, PRECISION=PRECISION, ACC=ACC)
     k0 = 0
     while k0 < K:                                                                          # decay
         cols = k0 + tl.arange(0, SLICE)
-        Q_n = chunk_kernels.load_rows(q, t, cols, T, K)
-        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
-        chunk_kernels.store_rows(qd, t, cols, T, K, tl.exp(G)[:, None] * Q_n)
-        chunk_kernels.store_rows(kd, t, cols, T, K, tl.exp(G_C - G)[:, None] * K_n)
-        tl.store(decay + cols, tl.zeros([SLICE], dtype=tl.float32) + tl.exp(G_C), mask=cols < K)
+        Q_n = chunk_kernels.load_rows(x=q, t=t, cols=cols, T=T, width=K)
+        K_n = chunk_kernels.load_rows(x=k, t=t, cols=cols, T=T, width=K)
+        chunk_kernels.store_rows(x=qd, t=t, cols=cols, X=tl.exp(G)[:, None] * Q_n, T=T, width=K)
+        chunk_kernels.store_rows(x=kd, t=t, cols=cols, X=tl.exp(G_C - G)[:, None] * K_n, T=T, width=K)
+        tl.store(decay + cols, tl.zeros([SLICE], dtype=ACC) + tl.exp(G_C), mask=cols < K)
         k0 += SLICE
-    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)
-    chunk_kernels.store_rows(a_qk, t, r, T, C, A_qk * Gamma)                               # decay: * Gamma
+    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
+    chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=A_qk * Gamma, T=T, width=C)            # decay: * Gamma
 
 
 def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_precision="ieee"):

@@ -138,13 +138,28 @@ def chunked(q, k, v, g, beta, chunk_size=64, initial_state=None):
 # ---------------------------------------------------------------------------------------------------
 # The Triton kernel: lesson 06's intra-chunk kernel with the decay per key channel. The pairwise factors
 # are built as `decayed_scores` builds them, through reference rows, on a tile: a tile cannot be cut into
-# blocks, so every level works on the whole [C, C] tile with masks, and a one-hot product fetches each
-# row's reference. The channels are independent, so the kernel sums them in blocks of BK.
+# blocks, so every level works on the whole [C, C] tile with masks, and each row loads G at its own
+# reference row. The channels are independent, so the kernel sums them in slices of SLICE channels.
 
 
 @triton.jit
-def decayed_scores_tile(x, y, g_cum, n, T, K, C: tl.constexpr, LOG_C: tl.constexpr, SLICE: tl.constexpr,
-                        PRECISION: tl.constexpr):
+def decayed_scores_tile(
+    # pointers
+    x,          # [T, K]    q or k
+    y,          # [T, K]    k
+    g_cum,      # [N*C, K]  G = cumsum(g) inside each chunk, per channel
+    # indices
+    n,          # the chunk
+    # sizes
+    T,
+    K,
+    C: tl.constexpr,
+    LOG_C: tl.constexpr,
+    SLICE: tl.constexpr,
+    # switches
+    PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
+):
     """P_ij = sum_d X_id Y_jd exp(G_id - G_jd) for i >= j, else 0, for chunk n's rows of x, y [T, K]:
     P [C, C] (`decayed_scores` on a tile; x = k gives A before beta, x = q gives A_qk), with G read from
     g_cum [N*C, K]. Like `chunk_kernels.dot_rows`, every sum over channels runs in slices of SLICE.
@@ -156,12 +171,12 @@ def decayed_scores_tile(x, y, g_cum, n, T, K, C: tl.constexpr, LOG_C: tl.constex
     """
     r = tl.arange(0, C)
     t = n * C + r
-    Diagonal = tl.zeros([C], dtype=tl.float32)
+    Diagonal = tl.zeros([C], dtype=ACC)
     k0 = 0
     while k0 < K:               # a runtime bound: a while loop (the rules in `chunk_kernels`)
         cols = k0 + tl.arange(0, SLICE)
-        X = chunk_kernels.load_rows(x, t, cols, T, K)
-        Diagonal += tl.sum(X * chunk_kernels.load_rows(y, t, cols, T, K), axis=1)
+        X = chunk_kernels.load_rows(x=x, t=t, cols=cols, T=T, width=K)
+        Diagonal += tl.sum(X * chunk_kernels.load_rows(x=y, t=t, cols=cols, T=T, width=K), axis=1)
         k0 += SLICE
     P = tl.where(r[:, None] == r[None, :], Diagonal[:, None], 0.0)
     for level in range(LOG_C):                           # a loop, not unrolled: one level's tiles at a time
@@ -170,16 +185,17 @@ def decayed_scores_tile(x, y, g_cum, n, T, K, C: tl.constexpr, LOG_C: tl.constex
         upper = (r % s) < half                               # in the upper half of its block
         ref = n * C + (r // s) * s + half - 1                # the block's reference row
         quadrant = ((r[:, None] // s) == (r[None, :] // s)) & ((r[:, None] % s) >= half) & upper[None, :]
-        P_level = tl.zeros([C, C], dtype=tl.float32)
+        P_level = tl.zeros([C, C], dtype=ACC)
         k0 = 0
         while k0 < K:
             cols = k0 + tl.arange(0, SLICE)
-            G = chunk_kernels.load_rows(g_cum, t, cols, n * C + C, K)
-            G_ref = chunk_kernels.load_rows(g_cum, ref, cols, n * C + C, K)   # row i: G at its reference row
-            X_i = chunk_kernels.load_rows(x, t, cols, T, K) * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))
-            Y_j = tl.where(upper[:, None], chunk_kernels.load_rows(y, t, cols, T, K)
+            G = chunk_kernels.load_rows(x=g_cum, t=t, cols=cols, T=n * C + C, width=K)
+            G_ref = chunk_kernels.load_rows(x=g_cum, t=ref, cols=cols, T=n * C + C, width=K)   # row i's ref
+            X_i = chunk_kernels.load_rows(x=x, t=t, cols=cols, T=T, width=K) \
+                * tl.exp(tl.where(upper[:, None], 0.0, G - G_ref))                              # <= 1
+            Y_j = tl.where(upper[:, None], chunk_kernels.load_rows(x=y, t=t, cols=cols, T=T, width=K)
                            * tl.exp(tl.where(upper[:, None], G_ref - G, 0.0)), 0.0)          # <= 1 too
-            P_level = tl.dot(X_i, tl.trans(Y_j), acc=P_level, input_precision=PRECISION)
+            P_level = chunk_kernels.mma(X=X_i, Y=tl.trans(Y_j), Acc=P_level, PRECISION=PRECISION)
             k0 += SLICE
         P += tl.where(quadrant, P_level, 0.0)
     return P
@@ -210,6 +226,7 @@ def kda_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """Lesson 06's intra-chunk kernel with G = cumsum(g) per channel [C, K] (g_cum, from the launcher; what
     changed: "per channel"):
@@ -240,25 +257,30 @@ def kda_intra_chunk_kernel(
     kd += bh * T * K
     decay += (bh * N + n) * K
     Beta = tl.load(beta + t, mask=t < T, other=0.0)
-    A = decayed_scores_tile(k, k, g_cum, n, T, K, C, LOG_C, SLICE, PRECISION)                # per channel
-    L_inv = deltanet.forward_substitution_tile(tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0), C)
-    chunk_kernels.store_rows(l_inv, t, r, T, C, L_inv)                  # read back by `deltanet.wy_slices`
+    A = decayed_scores_tile(x=k, y=k, g_cum=g_cum, n=n, T=T, K=K, C=C, LOG_C=LOG_C, SLICE=SLICE,
+                            PRECISION=PRECISION, ACC=ACC)  # per channel
+    L_inv = deltanet.forward_substitution_tile(A=tl.where(r[:, None] > r[None, :], Beta[:, None] * A, 0.0),
+                                               C=C)
+    chunk_kernels.store_rows(x=l_inv, t=t, cols=r, X=L_inv, T=T, width=C)     # read back by `wy_slices`
     tl.debug_barrier()          # all of L_inv is in memory before any thread reads a slice of it back
-    deltanet.wy_slices(l_inv, beta, g_cum, k, w, n, T, K, C, SLICE, "channel", PRECISION)   # e^G per channel
-    deltanet.wy_slices(l_inv, beta, g_cum, v, u, n, T, V, C, SLICE, None, PRECISION)        # U
+    deltanet.wy_slices(l_inv=l_inv, beta=beta, g_cum=g_cum, x=k, out=w, n=n, T=T, width=K, C=C, SLICE=SLICE,
+                       DECAY="channel", PRECISION=PRECISION, ACC=ACC)  # e^G per channel
+    deltanet.wy_slices(l_inv=l_inv, beta=beta, g_cum=g_cum, x=v, out=u, n=n, T=T, width=V, C=C, SLICE=SLICE,
+                       DECAY=None, PRECISION=PRECISION, ACC=ACC)                                      # U
     k0 = 0
     while k0 < K:
         cols = k0 + tl.arange(0, SLICE)
-        Q_n = chunk_kernels.load_rows(q, t, cols, T, K)
-        K_n = chunk_kernels.load_rows(k, t, cols, T, K)
-        G_n = chunk_kernels.load_rows(g_cum, t, cols, N * C, K)
+        Q_n = chunk_kernels.load_rows(x=q, t=t, cols=cols, T=T, width=K)
+        K_n = chunk_kernels.load_rows(x=k, t=t, cols=cols, T=T, width=K)
+        G_n = chunk_kernels.load_rows(x=g_cum, t=t, cols=cols, T=N * C, width=K)
         G_C = tl.load(g_cum + (n * C + C - 1) * K + cols, mask=cols < K, other=0.0)   # the chunk's last row
-        chunk_kernels.store_rows(qd, t, cols, T, K, tl.exp(G_n) * Q_n)
-        chunk_kernels.store_rows(kd, t, cols, T, K, tl.exp(G_C[None, :] - G_n) * K_n)
+        chunk_kernels.store_rows(x=qd, t=t, cols=cols, X=tl.exp(G_n) * Q_n, T=T, width=K)
+        chunk_kernels.store_rows(x=kd, t=t, cols=cols, X=tl.exp(G_C[None, :] - G_n) * K_n, T=T, width=K)
         tl.store(decay + cols, tl.exp(G_C), mask=cols < K)
         k0 += SLICE
-    A_qk = decayed_scores_tile(q, k, g_cum, n, T, K, C, LOG_C, SLICE, PRECISION)
-    chunk_kernels.store_rows(a_qk, t, r, T, C, A_qk)
+    A_qk = decayed_scores_tile(x=q, y=k, g_cum=g_cum, n=n, T=T, K=K, C=C, LOG_C=LOG_C, SLICE=SLICE,
+                               PRECISION=PRECISION, ACC=ACC)
+    chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=A_qk, T=T, width=C)
 
 
 def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -273,6 +295,6 @@ def triton_chunked(q, k, v, g, beta, chunk_size=64, initial_state=None, input_pr
                                         initial_state=initial_state, input_precision=input_precision)
 
 
-MIXER = contract.Mixer(name="kda", title="KDA", lesson="07", delta=True, decay="channel", recurrent=recurrent,
-                       chunked=chunked, triton_chunked=triton_chunked, step=kda_step,
+MIXER = contract.Mixer(name="kda", title="KDA", lesson="07a", delta=True, decay="channel",
+                       recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked, step=kda_step,
                        intra_chunk_kernel=kda_intra_chunk_kernel)

@@ -2,10 +2,12 @@
 
 - machine:     `setup`, `device`, `on_gpu`, `online`, `triton_mode`, `sizes`, and the `%%needs` cell magic
                that lets a GPU-only or online cell guard itself; `rehearsing` (KIMIK3_REHEARSE=1: the
-               GPU cells run on the CPU at small sizes), `gpu_name`
+               GPU cells run on the CPU at small sizes, and the device is kept apart from the host:
+               `rehearsal`), `gpu_name`
 - checking:    `check_close` (one line per claim, an AssertionError with the numbers when it fails)
 - measuring:   `timeit` (warm-up, repeats, median, CUDA-synchronized), `time_in_turn` (several
-               forms, round after round), `progress` (the scripts in benchmarks/ add `harness`)
+               forms, round after round), `check_timing` (asserted on a CPU, reported on a GPU),
+               `progress` (the scripts in benchmarks/ add `harness`)
 - drawing:     `save_figure` (into figures/ only when asked: `make notebooks` asks, a student's Run All
                does not)
 - exercises:   `exercise(id, fn)` checks a student's function and prints one verdict line
@@ -26,7 +28,7 @@ import matplotlib
 import numpy as np
 import torch
 
-from kimik3_lessons import contract
+from kimik3_lessons import contract, rehearsal
 
 # ---------------------------------------------------------------------------------------------------
 # The machine
@@ -40,7 +42,11 @@ def on_gpu():
 
 
 def device():
-    """The device the lessons compute on: the GPU when there is one, else the CPU."""
+    """The device the lessons compute on: the GPU when there is one, else the CPU; in the rehearsal, once
+    `setup` has started it, the rehearsal's device (`rehearsal.DEVICE`: a CPU that refuses what CUDA
+    refuses when a device tensor meets a host tensor)."""
+    if rehearsal.active():
+        return rehearsal.DEVICE
     return torch.device("cuda" if on_gpu() else "cpu")
 
 
@@ -146,8 +152,12 @@ def seed_everything(seed=0):
 
 
 def setup(seed=0):
-    """Seed everything, set the figure style, print the machine and versions; return the device."""
+    """Seed everything, set the figure style, print the machine and versions; return the device. In the
+    rehearsal (`rehearsing()`) the process then plays a GPU machine: the device is the rehearsal's
+    (`rehearsal.start`), distinct from the host."""
     seed_everything(seed)
+    if rehearsing():
+        rehearsal.start()
     matplotlib.rcParams.update({
         "figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
         "figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
@@ -156,6 +166,8 @@ def setup(seed=0):
     dev = device()
     cpu = f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
     where = torch.cuda.get_device_name() if on_gpu() else cpu
+    if rehearsal.active():
+        where += ", playing a GPU machine (rehearsal): device and host tensors kept apart"
     try:
         import triton
         triton_version = triton.__version__
@@ -257,6 +269,16 @@ def time_in_turn(calls, repeat=3, warmup=True, once=()):
             if name not in once or round_ == 0:
                 times[name].append(timeit(fn, *args, warmup=0, repeat=1))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def check_timing(holds, claim):
+    """A claim about measured times (`claim`: what the lesson teaches, "the cached step is > 2x faster").
+    On a CPU, where CI measures the course, it is asserted. On a GPU the margin depends on the model of GPU
+    and its launch overheads, which no measurement here covers: the result is printed, ✓ or ⚠ with the
+    claim, and Run All goes on."""
+    if not on_gpu():
+        assert holds, claim
+    print(f"{'✓' if holds else '⚠ not on this GPU:'} {claim}")
 
 
 def progress(items, label):

@@ -145,6 +145,7 @@ def linear_attention_intra_chunk_kernel(
     SLICE: tl.constexpr,
     # switches
     PRECISION: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """A_qk = tril(Q_n K_n^T) for chunk n of head bh: the [C, C] scores of the chunk with itself.
 
@@ -158,8 +159,10 @@ def linear_attention_intra_chunk_kernel(
     q += bh * T * K
     k += bh * T * K
     a_qk += bh * T * C
-    A_qk = chunk_kernels.dot_rows(q, k, t, T, K, C, SLICE, PRECISION)                  # Q K^T
-    chunk_kernels.store_rows(a_qk, t, r, T, C, tl.where(r[:, None] >= r[None, :], A_qk, 0.0))
+    # Q K^T
+    A_qk = chunk_kernels.dot_rows(x=q, y=k, t=t, T=T, K=K, C=C, SLICE=SLICE, PRECISION=PRECISION, ACC=ACC)
+    chunk_kernels.store_rows(x=a_qk, t=t, cols=r, X=tl.where(r[:, None] >= r[None, :], A_qk, 0.0), T=T,
+                             width=C)
 
 
 def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="ieee"):
@@ -180,6 +183,6 @@ def triton_chunked(q, k, v, chunk_size=64, initial_state=None, input_precision="
                                         input_precision=input_precision)
 
 
-MIXER = contract.Mixer(name="linear_attention", title="linear attention", lesson="02-03", delta=False,
+MIXER = contract.Mixer(name="linear_attention", title="linear attention", lesson="02", delta=False,
                        decay=None, recurrent=recurrent, chunked=chunked, triton_chunked=triton_chunked,
                        step=linear_attention_step, intra_chunk_kernel=linear_attention_intra_chunk_kernel)

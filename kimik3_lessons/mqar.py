@@ -3,23 +3,24 @@
 The task is `recall_task`'s and the training loop `recall_training`'s (lesson 11 trains on them too);
 this module builds the models.
 
-- `MIXERS`: the models by name, the mixer of each layer and where it comes from
-- `RecallConfig`, `RecallModel`: embedding, mixer layers and MLPs, head; `build_mixer` one layer
-- `DeltaRuleMixer`: linear attention, DeltaNet, gated DeltaNet in KDA's layer, each from its declaration
-  in the mixer family (`mixers`: its forms and switches); KDA is lesson 07b's layer itself
-- the gates initialised as flash-linear-attention's layers (`recall_training`'s recipe);
-  `zero_input_half_lives`: how long each gated channel remembers
+- `MIXERS`: the models by name, the mixer of each layer and where it comes from; the four recurrent rows
+  are the mixer family's (`mixers.MIXERS`), each in lesson 07b's layer (`kimi_linear.KimiDeltaAttention`),
+  so that they differ only in the write rule and its gate
+- `RecallConfig`, `RecallModel`: embedding (and learned positions, for a control), mixer layers and MLPs,
+  head; `build_mixer` one layer
+- `zero_input_half_lives`: how long each gated channel remembers at zero input; `task_decays`: the gates
+  on the task's own tokens; `retention`: how much of a pair's write is left when its query reads it
 - `state_numbers`: what each layer holds per sequence; `conv_reach`: how far the convolutions alone see
 """
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from kimik3_lessons import gated_deltanet, gpt2, kimi_linear, mixers, mla
+from kimik3_lessons import gpt2, kimi_linear, mixers, mla
 from kimik3_lessons.recall_task import (
     BLANK,
     IGNORE,
@@ -29,20 +30,16 @@ from kimik3_lessons.recall_task import (
     mqar_layout,
     query_distances,
 )
-from kimik3_lessons.recall_training import gated_deltanet_gate_parameters, kimi_linear_gate_init_
 
 # The task's names are re-exported: lesson 12's notebook and exercises call them mqar.*.
-__all__ = ["BLANK", "IGNORE", "MIXERS", "Block", "ConvThen", "DeltaRuleMixer", "KDAWithoutDecay",
-           "MQARTask", "RecallConfig", "RecallModel", "build_mixer", "check_batch", "conv_reach",
-           "mqar_batch", "mqar_layout", "query_distances", "remove_short_convolutions", "state_numbers",
-           "zero_input_half_lives"]
+__all__ = ["BLANK", "IGNORE", "MIXERS", "Block", "ConvThen", "MQARTask", "RecallConfig", "RecallModel",
+           "build_mixer", "check_batch", "conv_reach", "mqar_batch", "mqar_layout", "query_distances",
+           "remove_short_convolutions", "retention", "state_numbers", "task_decays", "zero_input_half_lives"]
 
 MIXERS = {   # name: (the mixer of each layer, where it comes from)
     "attention": (("attention",) * 2, "lesson 01: gpt2.CausalSelfAttention (softmax, KV cache)"),
-    "linear_attention": (("linear_attention",) * 2, "lessons 02-03: linear_attention.chunked"),
-    "deltanet": (("deltanet",) * 2, "lesson 05: deltanet.chunked"),
-    "gated_deltanet": (("gated_deltanet",) * 2, "lesson 06: gated_deltanet.chunked + mamba2_gate"),
-    "kda": (("kda",) * 2, "lesson 07b: kimi_linear.KimiDeltaAttention, KimiK3's bounded gate"),
+    **{name: ((name,) * 2, f"lesson {m.lesson}: {name}.chunked in lesson 07b's layer")
+       for name, m in mixers.MIXERS.items()},
     "mla": (("mla",) * 2, "lesson 08: mla.MultiHeadLatentAttention, NoPE, output gate"),
     "hybrid": (("kda", "kda", "kda", "mla"), "lesson 11's 3:1: three KDA layers, then one MLA layer"),
 }
@@ -51,17 +48,20 @@ MIXERS = {   # name: (the mixer of each layer, where it comes from)
 @dataclass(frozen=True)
 class RecallConfig:
     """A recall model: `mixer` names the stack (`MIXERS`), `num_heads` heads of hidden_size / num_heads.
-    The ablations: `conv=False` (short convolutions fixed to the identity), `decay=False` (g = 0),
-    `kda_init="lesson07"` (KDA's gates as lesson 07 starts them, not as the reference layer)."""
+    The recurrent layers: KDA with KimiK3's bounded gate, the gates started by `gate_start`
+    (`kimi_linear.gate_start`), prompts run by the declaration's `form` in chunks of `chunk_size`.
+    The controls: `conv=False` (short convolutions fixed to the identity), `positions` > 0 (GPT-2's learned
+    absolute positions for that many tokens, added to the embedding; 0: none, as every model here)."""
     mixer: str
     vocab_size: int = 128
     hidden_size: int = 64
     num_heads: int = 2
     conv_size: int = 4
     conv: bool = True
-    decay: bool = True
     chunk_size: int = 64
-    kda_init: str = "reference"
+    gate_start: str = "spread"
+    positions: int = 0
+    form: str = "chunked"
 
     def __post_init__(self):
         if self.mixer not in MIXERS:
@@ -69,8 +69,8 @@ class RecallConfig:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_heads "
                              f"({self.num_heads})")
-        if self.kda_init not in ("reference", "lesson07"):
-            raise ValueError(f"kda_init must be 'reference' or 'lesson07', got {self.kda_init!r}")
+        if not isinstance(self.positions, int) or self.positions < 0:
+            raise ValueError(f"positions must be a number of tokens >= 0, got {self.positions!r}")
 
     @property
     def layers(self):
@@ -87,69 +87,12 @@ class RecallConfig:
                              kv_lora_rank=self.hidden_size // 2, qk_nope_head_dim=K,
                              qk_rope_head_dim=max(2, K // 4), v_head_dim=K, use_rope=False, output_gate=True)
 
-    def kda_config(self):
-        return kimi_linear.KDAConfig(self.hidden_size, self.num_heads, self.head_dim, forget_gate="bounded",
-                             conv_size=self.conv_size, chunk_size=self.chunk_size)
-
-
-class KDAWithoutDecay(kimi_linear.KimiDeltaAttention):
-    """The "no decay" ablation of KDA: the same layer with its forget gate removed, g = 0."""
-
-    def log_decay(self, x):
-        return x.new_zeros(*x.shape[:2], self.num_heads, self.head_dim)
-
-
-class DeltaRuleMixer(nn.Module):
-    """Linear attention, DeltaNet or gated DeltaNet in KDA's layer (lesson 07b): only the write rule differs.
-
-        q, k = L2Norm(SiLU(ShortConv(W x))),  v = SiLU(ShortConv(W_v x)),  beta = sigmoid(W_b x)
-        g = mamba2_gate(W_a x)  (one per head, gated DeltaNet only; decay=False sets g = 0; A_log and
-                                 dt_bias from `gated_deltanet_gate_parameters`, FLA's GatedDeltaNet init)
-        o = chunked(q / sqrt(K), k, v, [g,] [beta]),   y = W_o( sigmoid(W_g x) * RMSNorm(o) )
-    rule: a member of the mixer family (`mixers`) with no decay or one per head: "linear_attention",
-    "deltanet" or "gated_deltanet"; its declaration says whether it takes beta (`delta`) and a log decay
-    per head (`decay`), and gives its `chunked` form."""
-
-    def __init__(self, config, rule):
-        super().__init__()
-        D, H, K, W = config.hidden_size, config.num_heads, config.head_dim, config.conv_size
-        self.rule, self.decay, self.chunk_size, self.num_heads, self.head_dim = (
-            mixers.get(rule), config.decay, config.chunk_size, H, K)
-        if self.rule.decay == "channel":
-            raise ValueError(f"{rule} decays per key channel, which this layer's gate does not: "
-                             f"KDA's layer is kimi_linear.KimiDeltaAttention")
-        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(D, H * K, bias=False) for _ in range(3))
-        self.q_conv1d, self.k_conv1d, self.v_conv1d = (
-            nn.Conv1d(H * K, H * K, W, groups=H * K, bias=False) for _ in range(3))
-        self.b_proj = nn.Linear(D, H, bias=False) if self.rule.delta else None
-        if self.rule.decay == "head":
-            self.a_proj = nn.Linear(D, H, bias=False)
-            self.A_log, self.dt_bias = map(nn.Parameter, gated_deltanet_gate_parameters(H))
-        self.o_norm = nn.RMSNorm(K)
-        self.g_proj = nn.Linear(D, H * K, bias=False)
-        self.o_proj = nn.Linear(H * K, D, bias=False)
-
-    def log_decay(self, x):
-        """g [B, T, H] <= 0 from x [B, T, hidden]: lesson 06's Mamba-2 gate, one per head."""
-        return gated_deltanet.mamba2_gate(self.a_proj(x), self.A_log, self.dt_bias)
-
-    def forward(self, x):
-        B, T, _ = x.shape
-        H, K = self.num_heads, self.head_dim
-        heads = lambda t: t.view(B, T, H, -1).transpose(1, 2)                   # [B, H, T, K]
-        q = heads(kimi_linear.short_conv(self.q_proj(x), self.q_conv1d.weight)[0])
-        k = heads(kimi_linear.short_conv(self.k_proj(x), self.k_conv1d.weight)[0])
-        v = heads(F.silu(kimi_linear.short_conv(self.v_proj(x), self.v_conv1d.weight)[0]))
-        q, k = F.normalize(F.silu(q), dim=-1) * K ** -0.5, F.normalize(F.silu(k), dim=-1)
-        inputs = []                                                               # [g,] [beta]
-        if self.rule.decay:
-            g = self.log_decay(x).transpose(1, 2)                                 # [B, H, T]
-            inputs.append(g if self.decay else torch.zeros_like(g))
-        if self.rule.delta:
-            inputs.append(torch.sigmoid(self.b_proj(x)).transpose(1, 2))          # [B, H, T]
-        o, _ = self.rule.chunked(q, k, v, *inputs, chunk_size=self.chunk_size)
-        o = self.o_norm(o.transpose(1, 2)) * torch.sigmoid(self.g_proj(x).view(B, T, H, K))
-        return self.o_proj(o.reshape(B, T, H * K))
+    def layer_config(self, kind):
+        """Lesson 07b's layer around the family member `kind`; KDA with KimiK3's bounded gate."""
+        return kimi_linear.KDAConfig(self.hidden_size, self.num_heads, self.head_dim, mixer=kind,
+                                     forget_gate="bounded" if kind == "kda" else "mamba2",
+                                     conv_size=self.conv_size, chunk_size=self.chunk_size,
+                                     gate_start=self.gate_start, form=self.form)
 
 
 class ConvThen(nn.Module):
@@ -166,44 +109,44 @@ class ConvThen(nn.Module):
         return self.attention(kimi_linear.short_conv(x, self.conv1d.weight)[0])[0]
 
 
-def build_mixer(config, kind):
-    """One mixer layer of `kind` (see MIXERS), forward(x [B, T, D]) -> y [B, T, D]."""
+def build_mixer(config, kind, form=None):
+    """One mixer layer of `kind` (see MIXERS), forward(x [B, T, D]) -> y [B, T, D] (a recurrent layer
+    also returns its cache). form: a callable run in place of the recurrent layer's declared form."""
     if kind == "attention":
         gpt = gpt2.GPTConfig(num_heads=config.num_heads, hidden_size=config.hidden_size)
         return ConvThen(config, gpt2.CausalSelfAttention(gpt))
     if kind == "mla":
         return ConvThen(config, mla.MultiHeadLatentAttention(config.mla_config()))
-    if kind == "kda":
-        layer = (kimi_linear.KimiDeltaAttention if config.decay else KDAWithoutDecay)(config.kda_config())
-        return kimi_linear_gate_init_(layer) if config.kda_init == "reference" else layer
-    return DeltaRuleMixer(config, kind)
+    return kimi_linear.KimiDeltaAttention(config.layer_config(kind), form)
 
 
 class Block(nn.Module):
     """h = h + mixer(RMSNorm(h)); h = h + MLP(RMSNorm(h)), with lesson 01's GELU MLP."""
 
-    def __init__(self, config, kind):
+    def __init__(self, config, kind, form=None):
         super().__init__()
         D = config.hidden_size
         self.norm1, self.norm2 = nn.RMSNorm(D), nn.RMSNorm(D)
-        self.mixer = build_mixer(config, kind)
+        self.mixer = build_mixer(config, kind, form)
         self.mlp = gpt2.MLP(gpt2.GPTConfig(num_heads=1, hidden_size=D))
 
     def forward(self, h):
         out = self.mixer(self.norm1(h))
-        h = h + (out[0] if isinstance(out, tuple) else out)          # KDA returns (y, cache)
+        h = h + (out[0] if isinstance(out, tuple) else out)          # a recurrent layer returns (y, cache)
         return h + self.mlp(self.norm2(h))
 
 
 class RecallModel(nn.Module):
-    """forward(idx [B, T]) -> logits [B, T, vocab]."""
+    """forward(idx [B, T]) -> logits [B, T, vocab]. form: a callable that the recurrent layers run in
+    place of their declared form (`kimi_linear.KimiDeltaAttention`)."""
 
-    def __init__(self, config):
+    def __init__(self, config, form=None):
         super().__init__()
         self.config = config
         D = config.hidden_size
         self.embed = nn.Embedding(config.vocab_size, D)
-        self.blocks = nn.ModuleList(Block(config, kind) for kind in config.layers)
+        self.wpe = nn.Embedding(config.positions, D) if config.positions else None
+        self.blocks = nn.ModuleList(Block(config, kind, form) for kind in config.layers)
         self.norm = nn.RMSNorm(D)
         self.head = nn.Linear(D, config.vocab_size, bias=False)
         if not config.conv:
@@ -211,6 +154,11 @@ class RecallModel(nn.Module):
 
     def forward(self, idx):
         h = self.embed(idx)
+        if self.wpe is not None:
+            if idx.shape[1] > self.config.positions:
+                raise ValueError(f"idx has {idx.shape[1]} tokens, more than the {self.config.positions} "
+                                 f"positions the model learns")
+            h = h + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             h = block(h)
         return self.head(self.norm(h))
@@ -241,8 +189,14 @@ def state_numbers(config, seq_len):
                  "mla": gpt2.cache_bytes_per_token("mla", kv_lora_rank=c.kv_lora_rank,
                                                    qk_rope_head_dim=c.qk_rope_head_dim, bytes_per_number=1)}
     tail = config.hidden_size * (config.conv_size - 1)
-    return [per_token[kind] * seq_len + tail if kind in per_token else config.kda_config().state_numbers
+    return [per_token[kind] * seq_len + tail if kind in per_token else config.layer_config(kind).state_numbers
             for kind in config.layers]
+
+
+def gated_layers(model):
+    """The layers of `model` with a forget gate: [(layer index, layer)]."""
+    return [(i, b.mixer) for i, b in enumerate(model.blocks)
+            if isinstance(b.mixer, kimi_linear.KimiDeltaAttention) and b.mixer.rule.decay]
 
 
 @torch.no_grad()
@@ -250,13 +204,70 @@ def zero_input_half_lives(model):
     """How long each gated layer of `model` remembers at zero input: per layer with a forget gate, the
     half-lives ln 2 / -g in tokens of its channels (KDA, [H·K]) or heads (gated DeltaNet, [H]), with g the
     gate at x = 0 (no projection has a bias, so x = 0 leaves A_log and dt_bias alone). A list of
-    (layer index, tensor of half-lives); layers without a gate, or with decay=False, are left out."""
-    lives = []
-    for i, block in enumerate(model.blocks):
-        mixer = block.mixer
-        gated = (isinstance(mixer, kimi_linear.KimiDeltaAttention) and not isinstance(mixer, KDAWithoutDecay)
-                 or isinstance(mixer, DeltaRuleMixer) and mixer.rule.decay and mixer.decay)
-        if gated:
-            g = mixer.log_decay(mixer.o_proj.weight.new_zeros(1, 1, model.config.hidden_size))
-            lives.append((i, (math.log(2) / -g).flatten()))
-    return lives
+    (layer index, tensor of half-lives)."""
+    return [(i, (math.log(2) / -layer.log_decay(layer.o_proj.weight.new_zeros(1, 1, model.config.hidden_size))
+                 ).flatten()) for i, layer in gated_layers(model)]
+
+
+@torch.no_grad()
+def task_decays(model, idx):
+    """The forget gates on the task's tokens: for each gated layer, g [B, T, H] or [B, T, H, K] computed
+    from what that layer reads when the model runs on idx [B, T]. A list of (layer index, g)."""
+    layers, seen = dict(gated_layers(model)), {}
+    hooks = [layer.register_forward_hook(lambda m, args, out, i=i: seen.__setitem__(i, m.log_decay(args[0])))
+             for i, layer in layers.items()]
+    try:
+        model(idx)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [(i, seen[i]) for i in layers]
+
+
+def retention(g, inputs, targets, num_pairs):
+    """What is left of a pair's write when its query reads the state: for every query, exp of the sum of g
+    over the tokens after its pair's value up to the query (the state at t keeps exp(g_t) of the state at
+    t - 1), per head or channel. g [B, T, H(, K)]; inputs, targets [B, T] as `mqar_layout` lays them out.
+    Returns [B, P, H(, K)], in the order of the pairs."""
+    distance = query_distances(inputs, targets, num_pairs)                   # [B, P]
+    value_at = 2 * torch.arange(num_pairs) + 1                                 # [P]
+    G = g.double().cumsum(1)                                                   # [B, T, ...]
+    rows = torch.arange(len(g))[:, None]
+    return (G[rows, value_at + distance] - G[rows, value_at.expand_as(distance)]).exp()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Comparing points over seeds
+
+
+def permutation_p(a, b):
+    """One-sided exact permutation test over seeds: p = the share of the C(n_a + n_b, n_a) ways to split the
+    pooled values into groups of n_a and n_b whose difference of means is at least mean(a) - mean(b).
+    Small when a is above b for a reason other than which runs happened to land where; with 5 seeds a
+    side the smallest p is 1/252. a, b: 1-D sequences of per-seed values."""
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    pooled, n = torch.cat([a, b]), len(a)
+    splits = torch.tensor(list(itertools.combinations(range(len(pooled)), n)))        # [splits, n_a]
+    in_a = torch.zeros(len(splits), len(pooled), dtype=torch.bool).scatter_(1, splits, True)
+    diffs = (pooled * in_a).sum(1) / n - (pooled * ~in_a).sum(1) / len(b)
+    return (diffs >= a.mean() - b.mean() - 1e-12).double().mean().item()
+
+
+def equivalence_p(a, b, margin):
+    """Two one-sided permutation tests (TOST) for |mean(a) - mean(b)| < margin: the larger of the p-values
+    of "a + margin above b" and "b + margin above a". Small only when the difference is shown to lie
+    inside the margin on both sides."""
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    return max(permutation_p(a + margin, b), permutation_p(b + margin, a))
+
+
+def holm(p_values, alpha=0.05):
+    """Holm's step-down correction for a family of tests: [rejected?] in the given order. The k-th
+    smallest p (from 0) must be at most alpha / (m - k), and every smaller one rejected before it."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for k, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - k):
+            break
+        rejected[i] = True
+    return rejected

@@ -1,16 +1,13 @@
 """Training a model on MQAR (`recall_task`): the loop lesson 11 trains its tiny KimiK3 with and lesson 12
 every mixer (benchmarks/mqar_sweep.py).
 
-- `answer_loss`, `accuracy`: cross-entropy and argmax accuracy at the answer positions only
-The recipe is each mixer's reference, flash-linear-attention's layers (fla/layers/kda.py,
-gated_deltanet.py, delta_net.py, linear_attn.py):
-- `kimi_linear_gate_init_`, `gated_deltanet_gate_parameters`: the gates initialised as those layers
-  initialise them (linear attention and DeltaNet have no gate; their beta, where there is one, is a
-  sigmoid of a bias-free projection in both)
-- `parameter_groups`: AdamW's groups as those layers are trained: no weight decay on the gate parameters
-  (`A_log`, `dt_bias`), the norms' scales and the biases
-- `TrainConfig`, `train`: AdamW on fresh batches, warm-up and cosine decay, early stop at a target
-  held-out accuracy, the final accuracy on other sequences
+- `answer_loss`, `accuracy`: cross-entropy and argmax accuracy at the answer positions only;
+  `answer_kinds`: what the answers were (the right value, another value of the same sequence, a value the
+  sequence does not hold, not a value at all), which separates binding a value to its key from holding it
+- `parameter_groups`: AdamW's groups as flash-linear-attention trains its layers: no weight decay on the
+  gate parameters (`A_log`, `dt_bias`), the norms' scales and the biases
+- `TrainConfig`, `train`: AdamW on fresh batches, warm-up and cosine decay, a fixed budget of steps (or an
+  early stop at a target held-out accuracy), the final accuracy on other sequences
 """
 
 import math
@@ -40,24 +37,26 @@ def accuracy(model, inputs, targets, batch_size=256):
     return right / total
 
 
+ANSWER_KINDS = ("right", "other value", "absent value", "not a value")
+
+
 @torch.no_grad()
-def kimi_linear_gate_init_(layer):
-    """fla/layers/kda.py's gate init on a `kimi_linear.KimiDeltaAttention`: dt_bias = 0, rates exp(A_log)
-    uniform in [1, 16]. There A_log is one rate per head (Kimi Linear's Mamba-2 gate); KimiK3's bounded gate
-    has one per key channel [K], drawn the same way. At zero input the bounded gate then starts every
-    channel at g = -5 sigmoid(0) = -2.5 (lesson 07b's own init spreads dt_bias instead). Returns the layer."""
-    layer.A_log.copy_(torch.empty_like(layer.A_log).uniform_(1, 16).log())
-    layer.dt_bias.zero_()
-    return layer
-
-
-def gated_deltanet_gate_parameters(num_heads):
-    """fla/layers/gated_deltanet.py's gate init, one per head: rates A = exp(A_log) uniform in [0, 16],
-    step sizes dt = softplus(dt_bias) log-uniform in [0.001, 0.1] (floored at 1e-4). Returns (A_log,
-    dt_bias), each [num_heads]."""
-    A = torch.empty(num_heads).uniform_(0, 16)
-    dt = torch.empty(num_heads).uniform_(math.log(1e-3), math.log(1e-1)).exp().clamp(min=1e-4)
-    return A.log(), dt + torch.log(-torch.expm1(-dt))                        # dt_bias = softplus^{-1}(dt)
+def answer_kinds(model, inputs, targets, task, batch_size=256):
+    """The share of answers (argmax at the query positions) of each of `ANSWER_KINDS`: the right value,
+    another value of the sequence's own pairs (held, bound to the wrong key), a value token the sequence
+    does not hold, a token that is no value at all. Values are the upper half of the task's vocabulary, the
+    sequence's own ones at 1, 3, …, 2P - 1 (`recall_task.mqar_layout`). Returns {kind: share}."""
+    counts = torch.zeros(len(ANSWER_KINDS), device=inputs.device)
+    for i in range(0, len(inputs), batch_size):
+        x, y = inputs[i:i + batch_size], targets[i:i + batch_size]
+        asked = y != IGNORE
+        answer = model(x).argmax(-1)
+        own = (answer[:, :, None] == x[:, None, 1:2 * task.num_pairs:2]).any(-1)       # [B, T]
+        value = answer >= task.vocab_size // 2
+        right = answer == y
+        kinds = torch.stack([right, own & ~right, value & ~own, ~value])[:, asked]    # [4, answers]
+        counts += kinds.sum(-1)
+    return dict(zip(ANSWER_KINDS, (counts / counts.sum()).tolist(), strict=True))
 
 
 def parameter_groups(model, weight_decay):
@@ -75,9 +74,10 @@ def parameter_groups(model, weight_decay):
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """AdamW (`parameter_groups`), linear warm-up and cosine decay, a fresh batch per step; the accuracy on
-    `eval_size` held-out sequences per task every `eval_every` steps, a stop once every task reaches
-    `target`; at the end the accuracy on `test_size` other sequences per task."""
+    """AdamW (`parameter_groups`), linear warm-up and cosine decay over `steps`, a fresh batch per step; the
+    accuracy on `eval_size` held-out sequences per task every `eval_every` steps (and, with a `target`, a
+    stop once every task reaches it; None: the whole budget); at the end the accuracy on `test_size` other
+    sequences per task."""
     steps: int = 800
     batch_size: int = 32
     lr: float = 1e-2
@@ -86,7 +86,7 @@ class TrainConfig:
     eval_every: int = 50
     eval_size: int = 128
     test_size: int = 1024
-    target: float = 0.99
+    target: float | None = None
 
 
 def held_out(tasks, size, seed, device):
@@ -98,7 +98,8 @@ def held_out(tasks, size, seed, device):
 def train(model, tasks, train_config=TrainConfig(), seed=0, log=print):
     """Train `model` on one MQARTask or a list, taken in turn (a mix of pair counts, so that the easier ones
     can teach the lookup). Returns {"accuracy": per task on its test set, "curve": [(step,
-    mean loss, [held-out accuracy per task])], "steps", "seconds"}. Seeds: `seed` for the training batches,
+    mean loss, [held-out accuracy per task])], "steps", "seconds", "answers": per task `answer_kinds` on its
+    test set}. Seeds: `seed` for the training batches,
     10**6 + 1000 seed + i for task i's held-out set, 2·10**6 + 1000 seed + i for its test set; all drawn on
     the CPU, moved to the model's device. `log` gets one line per evaluation (None: silent)."""
     tc, tasks = train_config, [tasks] if isinstance(tasks, MQARTask) else list(tasks)
@@ -129,9 +130,10 @@ def train(model, tasks, train_config=TrainConfig(), seed=0, log=print):
             if log:
                 log(f"step {step:>5}: loss {curve[-1][1]:.3f}, held-out accuracy "
                     + " ".join(f"{a:6.1%}" for a in accs))
-            if min(accs) >= tc.target:
+            if tc.target is not None and min(accs) >= tc.target:
                 break
     model.eval()
     tests = held_out(tasks, tc.test_size, 2 * 10**6 + 1000 * seed, device)
     return {"accuracy": [accuracy(model, *t) for t in tests], "curve": curve, "steps": step,
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start,
+            "answers": [answer_kinds(model, *t, task) for t, task in zip(tests, tasks, strict=True)]}

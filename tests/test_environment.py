@@ -56,3 +56,38 @@ def test_environment_python_is_pyprojects():
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     pythons = [d for d in environment()["dependencies"] if isinstance(d, str) and re.match(r"python\b", d)]
     assert pythons == [f"python{requires}"], (pythons, requires)
+
+
+def pins(text):
+    """{canonical name: version} of the `name==version` lines of a constraints file."""
+    found = {}
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            found[re.sub(r"[-_.]+", "-", name).lower()] = version.strip()
+    return found
+
+
+def unpinned(installed, pinned):
+    """The installed distributions (name -> version) constraints.txt does not pin at that version, torch
+    and its CUDA libraries aside (TORCH_SPEC decides them), the course itself and the installers (pip,
+    setuptools, wheel: a venv's own, which `pip freeze` does not list)."""
+    skip = re.compile(r"^(torch|nvidia-.*|kimik3-lessons|pip|setuptools|wheel)$")
+    return sorted(f"{name} {version} (constraints.txt: {pinned.get(name, 'absent')})"
+                  for name, version in installed.items()
+                  if not skip.match(name) and pinned.get(name) != version)
+
+
+def test_constraints_pin_every_package_the_tests_run_with():
+    """constraints.txt holds the exact versions `make test` runs with: every distribution of this environment
+    at its installed version (`make constraints` rewrites it after an upgrade). A package upgraded or added
+    without it fails here, named."""
+    from importlib import metadata
+    installed = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version
+                 for d in metadata.distributions()}
+    pinned = pins((ROOT / "constraints.txt").read_text())
+    assert not unpinned(installed, pinned), "not pinned by constraints.txt: " + "; ".join(
+        unpinned(installed, pinned))
+    # a negative control: the same check fails on a package whose version moved
+    assert unpinned({"numpy": "9.9.9"}, pinned) == [f"numpy 9.9.9 (constraints.txt: {pinned['numpy']})"]

@@ -8,6 +8,8 @@ import sys
 import pytest
 import torch
 
+from kimik3_lessons import mixers
+
 CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU, Triton compiles: no interpreter")
 RUN_KERNELS = """
 import torch
@@ -68,25 +70,29 @@ def test_the_pytorch_modules_do_not_import_triton():
     assert done.stdout.strip() == "[]", f"importing the PyTorch modules imported {done.stdout.strip()}"
 
 
-# The lesson each lesson module is built in (docs/design.md, "Lessons and modules"); the recall task and its
+# The lesson each lesson module is built in (docs/design.md, "Lessons and modules"): a mixer's from its
+# declaration (`Mixer.lesson`, the one place it is written), the others here. The recall task and its
 # training loop are lesson 11's, which trains the tiny KimiK3 on them before lesson 12 trains every mixer.
-LESSON_OF = {"gpt2": "01", "linear_attention": "02", "associative_memory": "04", "deltanet": "05a",
-             "gated_deltanet": "06", "kda": "07a", "kimi_linear": "07b", "mla": "08", "moe": "09a",
-             "attnres": "10", "kimik3": "11", "recall_task": "11", "recall_training": "11", "mqar": "12"}
+LESSON_OF = {"gpt2": "01", "associative_memory": "04", "kimi_linear": "07b", "mla": "08", "moe": "09a",
+             "attnres": "10", "kimik3": "11", "recall_task": "11", "recall_training": "11", "mqar": "12",
+             "backward": "13", **{m.name: m.lesson for m in mixers.MIXERS.values()}}
 
 
 def package_imports(module):
-    """The kimik3_lessons modules `module` imports, at any depth of its source (names, not attributes)."""
+    """The kimik3_lessons modules `module` imports, at any depth of its source (names, not attributes); a
+    subpackage's (lesson 13's `backward`) from every module in it, its own modules left out."""
     import ast
     from pathlib import Path
-    tree = ast.parse((Path(__file__).parent.parent / "kimik3_lessons" / f"{module}.py").read_text())
+    package = Path(__file__).parent.parent / "kimik3_lessons"
+    is_package = (package / module).is_dir()
+    files = sorted((package / module).glob("*.py")) if is_package else [package / f"{module}.py"]
     found = set()
-    for node in ast.walk(tree):
+    for node in (node for path in files for node in ast.walk(ast.parse(path.read_text()))):
         if isinstance(node, ast.ImportFrom) and node.module == "kimik3_lessons":
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kimik3_lessons."):
             found.add(node.module.split(".")[1])
-    return found
+    return found - {module}
 
 
 def test_a_lesson_module_imports_no_later_lesson():

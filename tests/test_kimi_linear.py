@@ -1,12 +1,13 @@
 """The Kimi Linear layer (lesson 07b): the short convolution is a causal depthwise conv1d, the layer
-(KimiK3's weight shapes) decodes token by token exactly as in one pass, and its cache keeps the
-interface of the other caches (`length`, `nbytes`, and `advance` where they `append`)."""
+(KimiK3's weight shapes) decodes token by token exactly as in one pass, around every mixer of the family,
+and its cache keeps the interface of the other caches (`length`, `nbytes`, and `advance` where they
+`append`)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import kimi_linear, lab
+from kimik3_lessons import kimi_linear, lab, mixers
 
 
 def test_short_conv_matches_padded_conv1d():
@@ -17,10 +18,12 @@ def test_short_conv_matches_padded_conv1d():
     lab.check_close("tail = last inputs", x[:, -3:].transpose(1, 2), tail)
 
 
-@pytest.mark.parametrize("gate", ["mamba2", "bounded"])
-def test_layer_decodes_token_by_token_as_one_pass(gate):
+@pytest.mark.parametrize("mixer, gate", [("kda", "mamba2"), ("kda", "bounded")]
+                         + [(m, "mamba2") for m in mixers.MIXERS if m != "kda"])
+def test_layer_decodes_token_by_token_as_one_pass(mixer, gate):
     torch.manual_seed(0)
-    config = kimi_linear.KDAConfig(hidden_size=32, num_heads=2, head_dim=16, forget_gate=gate, chunk_size=16)
+    config = kimi_linear.KDAConfig(hidden_size=32, num_heads=2, head_dim=16, forget_gate=gate, chunk_size=16,
+                                   mixer=mixer)
     layer = kimi_linear.KimiDeltaAttention(config).double()
     x = torch.randn(2, 40, 32, dtype=torch.float64)
     y_ref, state_ref = layer(x)
@@ -56,6 +59,16 @@ def test_layer_parameters_map_to_kimik3_weights():
 def test_layer_rejects_unknown_forget_gate():
     with pytest.raises(ValueError, match="^forget_gate must be 'mamba2'"):
         kimi_linear.KDAConfig(32, 2, 16, forget_gate="softmax")
+    with pytest.raises(ValueError, match="per head"):
+        kimi_linear.KDAConfig(32, 2, 16, forget_gate="bounded", mixer="gated_deltanet")
+    with pytest.raises(ValueError, match="no mixer 'mamba'"):
+        kimi_linear.KDAConfig(32, 2, 16, mixer="mamba")
+    with pytest.raises(ValueError, match="gate_start"):
+        kimi_linear.KDAConfig(32, 2, 16, gate_start="zero")
+    with pytest.raises(ValueError, match="form must be"):
+        kimi_linear.KDAConfig(32, 2, 16, form="parallel")
+    with pytest.raises(ValueError, match="form must be a callable"):
+        kimi_linear.KimiDeltaAttention(kimi_linear.KDAConfig(32, 2, 16), form="chunked")
 
 
 def test_kda_cache_advances_as_the_token_caches_append():

@@ -49,3 +49,14 @@ def test_save_figure_writes_a_png(tmp_path, monkeypatch):
     assert (tmp_path / "00_test_line.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="figure name"):
         lab.save_figure(fig, "Bad Name")
+
+
+def test_a_timing_claim_is_asserted_on_a_cpu_and_reported_on_a_gpu(monkeypatch, capsys):
+    """Defect 8: timing asserts sized for a CPU stopped Run All on a fast GPU; there they report."""
+    with pytest.raises(AssertionError, match="cached step is > 2x faster"):
+        lab.check_timing(False, "the cached step is > 2x faster")
+    monkeypatch.setattr(lab, "on_gpu", lambda: True)
+    lab.check_timing(False, "the cached step is > 2x faster")
+    lab.check_timing(True, "the uncached step grows faster")
+    assert capsys.readouterr().out.splitlines() == ["⚠ not on this GPU: the cached step is > 2x faster",
+                                                    "✓ the uncached step grows faster"]

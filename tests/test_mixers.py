@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kimik3_lessons import chunk_kernels, contract, lab, linear_attention, mixers
+from kimik3_lessons import chunk_kernels, contract, fla_stand_in, lab, linear_attention, mixers
 
 MIXERS = list(mixers.MIXERS.values())          # the family, as declared (`contract.Mixer`)
 LINEAR_ATTENTION = mixers.get("linear_attention")
@@ -209,96 +209,32 @@ def test_chunked_gradients_equal_the_recurrence(mixer, gen):
 
 
 # ---------------------------------------------------------------------------------------------------
-# flash-linear-attention's pure-PyTorch references (docs/facts.md). They take [B, T, H, D] (the delta
-# rule's: [B, H, T, D]), scale q themselves unless given scale=1.0 (the delta rule's: always by K^-0.5,
-# undone here) and most compute in float32 whatever the input: those are compared at 1e-5; the two that
-# keep float64 inputs in float64 (`naive_chunk_linear_attn`, `delta_rule_chunkwise`) at float64's 1e-9.
+# flash-linear-attention's pure-PyTorch references, as the family's table declares them (`mixers.FLA`: the
+# function, its argument order, its layout and scale, its chunk and its tolerance against float64), called
+# by `fla_stand_in.naive` on the contract's inputs.
 
 
-FLA_CHUNK = 32   # the chunk of FLA's chunk references (`naive_chunk_linear_attn` has its own: 64), and ours
+REFERENCES = [pytest.param(m, form, i, id=f"{m.name}-{form}-{ref.function.rpartition('.')[2]}")
+              for m, form in (p.values for p in FORMS) if m.name in mixers.FLA
+              for i, ref in enumerate(mixers.FLA[m.name].naive)]
 
 
-def bthd(x):
-    """[B, H, T, ...] <-> [B, T, H, ...]."""
-    return x.transpose(1, 2)
-
-
-def fla_linear_attention_recurrent(x):
-    from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
-    o, S = naive_recurrent_linear_attn(*map(bthd, (x["q"], x["k"], x["v"])), scale=1.0,
-                                       initial_state=x["initial_state"].float(), output_final_state=True)
-    return bthd(o), S
-
-
-def fla_linear_attention_chunk(x):
-    from fla.ops.linear_attn.naive import naive_chunk_linear_attn
-    return bthd(naive_chunk_linear_attn(*map(bthd, (x["q"], x["k"], x["v"])), scale=1.0)), None
-
-
-def fla_delta_rule_recurrence(x):
-    from fla.ops.delta_rule.naive import delta_rule_recurrence
-    K = x["q"].shape[-1]
-    return delta_rule_recurrence(x["q"] * K**0.5, x["k"], x["v"], x["beta"], initial_state=x["initial_state"])
-
-
-def fla_delta_rule_chunkwise(x):
-    from fla.ops.delta_rule.naive import delta_rule_chunkwise
-    K = x["q"].shape[-1]
-    return delta_rule_chunkwise(x["q"] * K**0.5, x["k"], x["v"], x["beta"], chunk_size=FLA_CHUNK)
-
-
-def fla_gated_delta_rule_recurrent(x):
-    from fla.ops.gated_delta_rule.naive import naive_recurrent_gated_delta_rule
-    q, k, v, beta, g = map(bthd, (x["q"], x["k"], x["v"], x["beta"], x["g"]))
-    o, S = naive_recurrent_gated_delta_rule(q, k, v, beta, g, scale=1.0, initial_state=x["initial_state"],
-                                            output_final_state=True)
-    return bthd(o), S
-
-
-def fla_gated_delta_rule_chunk(x):
-    from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule
-    o, S = naive_chunk_gated_delta_rule(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
-                                        chunk_size=FLA_CHUNK, initial_state=x["initial_state"],
-                                        output_final_state=True)
-    return bthd(o), S
-
-
-def fla_kda_recurrent(x):
-    from fla.ops.kda.naive import naive_recurrent_kda
-    o, S = naive_recurrent_kda(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
-                               initial_state=x["initial_state"], output_final_state=True)
-    return bthd(o), S
-
-
-def fla_kda_chunk(x):
-    from fla.ops.kda.naive import naive_chunk_kda
-    o, S = naive_chunk_kda(*map(bthd, (x["q"], x["k"], x["v"], x["g"], x["beta"])), scale=1.0,
-                           chunk_size=FLA_CHUNK, initial_state=x["initial_state"], output_final_state=True)
-    return bthd(o), S
-
-
-# mixer -> [(reference, takes an initial state, its relative tolerance against float64)]
-FLA = {"linear_attention": [(fla_linear_attention_recurrent, True, 1e-5),
-                            (fla_linear_attention_chunk, False, 1e-9)],
-       "deltanet": [(fla_delta_rule_recurrence, True, 1e-5), (fla_delta_rule_chunkwise, False, 1e-9)],
-       "gated_deltanet": [(fla_gated_delta_rule_recurrent, True, 1e-5),
-                          (fla_gated_delta_rule_chunk, True, 1e-5)],
-       "kda": [(fla_kda_recurrent, True, 1e-5), (fla_kda_chunk, True, 1e-5)]}
-
-
-@pytest.mark.parametrize("mixer, form", FORMS)
-@pytest.mark.parametrize("reference", [0, 1], ids=["recurrent", "chunk"])
-def test_agrees_with_flash_linear_attention(mixer, form, reference, gen):
-    """T = 64, two chunks of 32: FLA's chunk references need whole chunks (`naive_chunk_linear_attn`: 64)."""
-    fla, takes_state, rtol = FLA[mixer.name][reference]
-    x = inputs(mixer, gen, T=64, K=16, V=24, state=takes_state)
-    o_ref, S_ref = fla(x)
+@pytest.mark.parametrize("mixer, form, index", REFERENCES)
+def test_agrees_with_flash_linear_attention(mixer, form, index, gen):
+    """T = 64: FLA's chunk references need whole chunks (two of 32; `naive_chunk_linear_attn`'s own: 64).
+    Our chunked forms run at the reference's chunk (or 32 for a recurrent one)."""
+    reference = mixers.FLA[mixer.name].naive[index]
+    x = inputs(mixer, gen, T=64, K=16, V=24, state=reference.state)
+    o_ref, S_ref = fla_stand_in.naive(reference, x)
+    rtol = reference.rtol
     if form == "triton_chunked":             # in float32: the kernel's tolerance
         x, rtol = {name: t if t is None else t.float() for name, t in x.items()}, max(rtol, 1e-4)
-    o, S = call(mixer, form, x, **({"chunk_size": FLA_CHUNK} if form in CHUNK else {}))
-    lab.check_close(f"{mixer} {form} vs FLA's {fla.__name__} o", o_ref, o, rtol=rtol)
+    chunk = {"chunk_size": reference.chunk or 32} if form in CHUNK else {}
+    o, S = call(mixer, form, x, **chunk)
+    name = reference.function.rpartition(".")[2]
+    lab.check_close(f"{mixer} {form} vs FLA's {name} o", o_ref, o, rtol=rtol)
     if S_ref is not None:
-        lab.check_close(f"{mixer} {form} vs FLA's {fla.__name__} S", S_ref, S, rtol=rtol)
+        lab.check_close(f"{mixer} {form} vs FLA's {name} S", S_ref, S, rtol=rtol)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -381,8 +317,9 @@ def test_bad_input_raises_a_value_error_naming_the_argument(mixer, form, case_id
          "chunk_size must be a power of two for the Triton kernel, got 24"),
         ("triton_chunked", {"chunk_size": 8},
          "chunk_size must be >= 16 for the Triton kernel (tl.dot tiles), got 8"),
-        ("triton_chunked", {"input_precision": "bf16"},
-         "input_precision must be 'ieee' (exact float32) or 'tf32' (tensor cores), got 'bf16'"),
+        ("triton_chunked", {"input_precision": "fp8"},
+         "input_precision must be 'ieee' (exact float32), 'tf32' (tensor cores), 'bf16' or 'fp16' "
+         "(half-precision products, tensor cores), got 'fp8'"),
     ]])
 def test_bad_options_raise_a_value_error_naming_the_option(mixer, form, options, message):
     x, _ = bad_inputs(mixer)
@@ -468,7 +405,6 @@ def test_chunk_sizes_the_forms_accept():
 
 def test_each_declaration_matches_its_forms():
     """A mixer's switches are those its forms take: `args` is the signature's, after q, k, v."""
-    assert [m.name for m in MIXERS] == ["linear_attention", "deltanet", "gated_deltanet", "kda"]
     for m in MIXERS:
         params = list(inspect.signature(m.recurrent).parameters)
         assert tuple(params[3:-1]) == m.args, (m.name, params)
@@ -498,7 +434,7 @@ def test_the_output_grid_fits_cuda_at_any_length():
     per 16 rows, 2^17 of them at two million tokens, so the rows must be in x."""
     for mixer in MIXERS:
         for _, kernel, grid, _, _ in chunk_kernels.launches(mixer.intra_chunk_kernel, 2**21, 128, 128, 64,
-                                                             32, delta=mixer.delta, decay=bool(mixer.decay),
+                                                             32, delta=mixer.delta, decay=mixer.decay,
                                                              has_s0=True):
             assert grid[0] < 2**31 and all(n <= 65_535 for n in grid[1:]), (kernel.__name__, grid)
 
@@ -509,3 +445,49 @@ def test_a_kernel_never_reads_a_tensor_the_mixer_lacks():
     tensors = dict(q=x["q"], w=None)
     with pytest.raises(ValueError, match="reads w, which was not given"):
         chunk_kernels.launch(chunk_kernels.chunk_scan_kernel, (1, 1), tensors, {}, DELTA=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The family declared once: what still lists mixers by name has every declared mixer
+
+
+def missing_from_the_tables(mixer):
+    """The tables outside `mixers.py` that `mixer` is missing from (each named, for the failure)."""
+    from pathlib import Path
+
+    from kimik3_lessons import mqar
+    root = Path(__file__).parent.parent
+    missing = []
+    if not list(root.glob(f"notebooks/{mixer.lesson}_*.ipynb")):
+        missing.append(f"notebooks/{mixer.lesson}_*.ipynb (its declaration's lesson={mixer.lesson!r})")
+    if f"`{mixer.name}`" not in (root / "docs" / "design.md").read_text():
+        missing.append("docs/design.md, the map of lessons and modules")
+    if mixer.name not in mqar.MIXERS:
+        missing.append("mqar.MIXERS, lesson 12's recall models")
+    return missing
+
+
+@pytest.mark.parametrize("mixer", MIXERS, ids=lambda m: m.name)
+def test_every_declared_mixer_is_in_every_table_of_the_family(mixer):
+    """A new mixer is its module (with its MIXER), one name in `mixers.MIXERS` and a row in `mixers.FLA` if
+    flash-linear-attention has the op; everything else reads the declaration. The tables that still list
+    mixers by name are checked here, and a failure names each one the mixer is missing from."""
+    missing = missing_from_the_tables(mixer)
+    assert not missing, f"mixer {mixer.name!r} is missing from: " + "; ".join(missing)
+
+
+@pytest.mark.parametrize("name", list(mixers.FLA))
+def test_each_fla_row_names_a_declared_mixer_and_fla_s_own_functions(name):
+    """A row of `mixers.FLA` belongs to a declared mixer, and names functions fla-core has, taking that
+    mixer's tensors: a renamed FLA function or a wrong row fails here, not in a GPU cell."""
+    assert name in mixers.MIXERS, f"mixers.FLA has a row for {name!r}, which mixers.MIXERS does not declare"
+    op, mixer = mixers.FLA[name], mixers.get(name)
+    entry = fla_stand_in._resolve(op.entry)
+    assert list(inspect.signature(entry).parameters)[:3 + len(mixer.args)] == ["q", "k", "v", *mixer.args]
+    assert op.naive and op.naive[0].state, "the stand-in computes with the first reference: it takes a state"
+    for reference in op.naive:
+        params = inspect.signature(fla_stand_in._resolve(reference.function)).parameters
+        assert set(reference.args) == set(mixer.args) and list(params)[3:3 + len(mixer.args)] == \
+            list(reference.args), (reference.function, list(params))
+        assert ("scale" in params) == reference.scale and ("initial_state" in params) == reference.state
+        assert ("chunk_size" in params) == bool(reference.chunk and reference.chunk_keyword)

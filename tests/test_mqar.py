@@ -4,6 +4,7 @@ attention's layers), the models (mqar: every mixer trains with finite gradients,
 they claim to change, the state sizes match the real caches, attention learns the smallest setting), and
 the sweep (benchmarks/mqar_sweep.py: resumable, the rate chosen on held-out accuracy)."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -85,21 +86,50 @@ def test_every_mixer_trains_with_finite_gradients(mixer):
     assert all(map(torch.isfinite, map(torch.tensor, losses)))
 
 
-def test_the_recurrent_layers_follow_the_family_declaration():
-    """DeltaRuleMixer takes beta where the family member is a delta rule and a gate where it decays per
-    head; KDA, which decays per key channel, is built as lesson 07b's layer, and DeltaRuleMixer refuses it."""
+def test_the_recurrent_models_are_the_family_in_one_layer():
+    """The four recurrent rows of MIXERS are the family's members, each in lesson 07b's layer: beta where
+    the member is a delta rule, a gate per head or per key channel as its declaration decays, and nothing
+    else differs (every other parameter has the same name and shape in all four)."""
+    assert [n for n in mqar.MIXERS if n in mixers.MIXERS] == list(mixers.MIXERS)
     config = mqar.RecallConfig("hybrid", hidden_size=32)
+    shapes = {}
     for name, member in mixers.MIXERS.items():
         layer = mqar.build_mixer(config, name)
-        if member.decay == "channel":
-            assert type(layer) is kimi_linear.KimiDeltaAttention
-            with pytest.raises(ValueError, match="decays per key channel"):
-                mqar.DeltaRuleMixer(config, name)
-            continue
-        assert isinstance(layer, mqar.DeltaRuleMixer) and layer.rule is member
-        assert (layer.b_proj is not None) == member.delta
-        assert hasattr(layer, "A_log") == (member.decay == "head")
-    assert set(mixers.MIXERS) <= {kind for layers, _ in mqar.MIXERS.values() for kind in layers}
+        assert type(layer) is kimi_linear.KimiDeltaAttention and layer.rule is member
+        names = {n: tuple(p.shape) for n, p in layer.named_parameters()}
+        assert ("b_proj.weight" in names) == member.delta
+        assert ("a_proj.weight" in names) == (member.decay == "head")
+        assert ("f_a_proj.weight" in names) == ("f_b_proj.weight" in names) == (member.decay == "channel")
+        assert ("A_log" in names) == ("dt_bias" in names) == (member.decay is not None)
+        own = ("b_proj", "a_proj", "f_a_proj", "f_b_proj", "A_log", "dt_bias")          # beta and the gates
+        shapes[name] = {n: s for n, s in names.items() if n.split(".")[0] not in own}
+    assert all(s == shapes["kda"] for s in shapes.values())
+
+
+def test_the_layer_runs_the_declared_form_or_a_callable_in_its_place():
+    """The layer calls the form its config names, and a caller's callable with the same signature in its
+    place; the recurrence and the chunked form give the same model output."""
+    torch.manual_seed(0)
+    x = torch.randint(0, 64, (2, 37))
+    for name in mixers.MIXERS:
+        calls = []
+
+        def counted(*args, initial_state=None, name=name, calls=calls):
+            calls.append(len(args))
+            return mixers.get(name).recurrent(*args, initial_state=initial_state)
+
+        config = mqar.RecallConfig(name, vocab_size=64, hidden_size=32, chunk_size=16)
+        torch.manual_seed(1)
+        chunked = mqar.RecallModel(config).double()
+        torch.manual_seed(1)
+        substituted = mqar.RecallModel(config, form=counted).double()
+        torch.manual_seed(1)
+        recurrent = mqar.RecallModel(dataclasses.replace(config, form="recurrent")).double()
+        with torch.no_grad():
+            ref = chunked(x)
+            lab.check_close(f"{name}: a callable in place of the form", ref, substituted(x))
+            lab.check_close(f"{name}: the recurrent form", ref, recurrent(x))
+        assert calls == [3 + len(mixers.get(name).args)] * 2, (name, calls)        # q, k, v, [g,] [beta]
 
 
 def test_the_models_are_causal():
@@ -130,17 +160,20 @@ def test_no_conv_makes_every_convolution_the_identity():
     assert mqar.conv_reach(model.config) == 0
 
 
-def test_no_decay_removes_the_gates():
+def test_a_gate_held_at_zero_is_deltanet():
+    """KDA and gated DeltaNet with their gates held at g = 0 are DeltaNet: the same weights give the same
+    output (the comparison KDA against DeltaNet is the decay ablation)."""
     torch.manual_seed(0)
     x = torch.randn(2, 10, 32)
-    layer = mqar.build_mixer(mqar.RecallConfig("kda", hidden_size=32, decay=False), "kda")
-    assert torch.equal(layer.log_decay(x), torch.zeros(2, 10, 2, 16))
-    no_decay = mqar.RecallConfig("gated_deltanet", hidden_size=32, decay=False)
-    gated = mqar.build_mixer(no_decay, "gated_deltanet")
-    delta = mqar.build_mixer(mqar.RecallConfig("deltanet", hidden_size=32), "deltanet")
-    state = {k: v for k, v in gated.state_dict().items() if k in delta.state_dict()}
-    delta.load_state_dict(state)                 # same weights: gated DeltaNet with g = 0 is DeltaNet
-    lab.check_close("gated DeltaNet with g = 0 vs DeltaNet", delta(x), gated(x), rtol=1e-5)
+    config = mqar.RecallConfig("hybrid", hidden_size=32, chunk_size=4)
+    delta = mqar.build_mixer(config, "deltanet")
+    for name in ("gated_deltanet", "kda"):
+        gated = mqar.build_mixer(config, name)
+        gated.load_state_dict(delta.state_dict(), strict=False)
+        shape = (2, 10, 2) if name == "gated_deltanet" else (2, 10, 2, 16)
+        gated.log_decay = lambda x, shape=shape: x.new_zeros(shape)
+        lab.check_close(f"{name} with g = 0 vs DeltaNet", delta(x)[0], gated(x)[0], rtol=1e-5)
+        assert not torch.allclose(delta(x)[0], mqar.build_mixer(config, name)(x)[0])
 
 
 def test_state_numbers_match_the_real_caches():
@@ -149,7 +182,7 @@ def test_state_numbers_match_the_real_caches():
     config = mqar.RecallConfig("hybrid", hidden_size=D, num_heads=H)
     x = torch.randn(1, T, D)
     numbers = mqar.state_numbers(config, T)
-    _, kda_cache = kimi_linear.KimiDeltaAttention(config.kda_config())(x)
+    _, kda_cache = kimi_linear.KimiDeltaAttention(config.layer_config("kda"))(x)
     assert numbers[0] == kda_cache.nbytes // 4
     _, latent = mla.MultiHeadLatentAttention(config.mla_config())(x)
     conv_tail = D * (config.conv_size - 1)
@@ -208,26 +241,34 @@ def test_a_gate_without_weight_decay_keeps_its_value():
     lab.check_close("decayed weight", before[1] * (1 - 0.1), layer.q_proj.weight, rtol=1e-6)
 
 
-def test_the_gates_start_as_flash_linear_attentions_layers():
-    """KDA (fla/layers/kda.py): dt_bias = 0 and rates exp(A_log) in [1, 16]; gated DeltaNet
-    (fla/layers/gated_deltanet.py): rates in [0, 16], step sizes softplus(dt_bias) in [0.001, 0.1]."""
+def test_the_gates_start_as_flash_linear_attentions_layers_or_spread():
+    """gate_start="fla": KDA as fla/layers/kda.py (dt_bias = 0, rates in [1, 16]), gated DeltaNet as
+    fla/layers/gated_deltanet.py (rates in [0, 16], step sizes in [0.001, 0.1]). gate_start="spread": at zero
+    input every gate decays -A·dt with Mamba-2's A in [1, 16] and dt log-uniform in [0.001, 0.1], KimiK3's
+    bounded gate as the Mamba-2 gate: two draws of many channels have the same quantiles."""
     torch.manual_seed(0)
-    model = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64))
+    model = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64, gate_start="fla"))
     for block in model.blocks:
         layer = block.mixer
         assert torch.equal(layer.dt_bias, torch.zeros(64))
         rates = layer.A_log.exp()
         assert rates.min() >= 1 and rates.max() <= 16 and rates.std() > 2        # drawn, not constant
-    torch.manual_seed(0)
-    lesson07 = mqar.RecallModel(mqar.RecallConfig("kda", vocab_size=64, hidden_size=64, kda_init="lesson07"))
-    layer = lesson07.blocks[0].mixer                 # lesson 07's start: rate 1, step sizes in [0.001, 0.1]
-    steps = torch.nn.functional.softplus(layer.dt_bias)
-    assert torch.equal(layer.A_log, torch.zeros(32)) and 1e-3 <= steps.min() < steps.max() <= 0.1
-    A_log, dt_bias = recall_training.gated_deltanet_gate_parameters(4000)
+    config = kimi_linear.KDAConfig(8, 4000, 2, mixer="gated_deltanet", gate_start="fla")
+    A_log, dt_bias = kimi_linear.gate_start(config)
     rates, steps = A_log.exp(), torch.nn.functional.softplus(dt_bias)
     assert 0 <= rates.min() < 0.1 and 15.9 < rates.max() <= 16
     assert 1e-3 * (1 - 1e-5) <= steps.min() < 1.1e-3 and 0.09 < steps.max() <= 0.1 * (1 + 1e-5)
     assert abs(steps.log().mean() - math.log(1e-2)) < 0.1                          # log-uniform: centred
+    zero = {}
+    for gate in ("mamba2", "bounded"):
+        config = kimi_linear.KDAConfig(8, 64, 64, forget_gate=gate)              # 4096 channels
+        torch.manual_seed(1 if gate == "bounded" else 2)
+        layer = kimi_linear.KimiDeltaAttention(config).double()
+        zero[gate] = -layer.log_decay(torch.zeros(1, 1, 8, dtype=torch.double)).flatten()
+    q = torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95], dtype=torch.double)
+    lab.check_close("-g at zero input, quantiles: bounded vs Mamba-2 gate", zero["mamba2"].quantile(q),
+                    zero["bounded"].quantile(q), rtol=0.08)
+    assert 1e-3 < zero["bounded"].min() and zero["bounded"].max() < 1.6 + 1e-9          # A·dt in [0.001, 1.6]
 
 
 def test_zero_input_half_lives_are_how_long_a_state_keeps_half():
@@ -280,44 +321,149 @@ def load_sweep():
     return module
 
 
-def fake_run(sweep, point, held_out, steps):
-    """A run file as one_run writes it, with made-up results."""
+def fake_run(sweep, point, held_out, code=None):
+    """A run file as one_run writes it, with made-up results: held-out accuracy `held_out` at every
+    evaluation."""
     return {"run": sweep.run_name(point), **point, "accuracy": [held_out - 0.01] * 3,
-            "held_out": [held_out] * 3, "steps": steps, "seconds": 1.0, "curve": [],
-            "state_numbers": [1, 2, 3], "parameters": 7}
+            "held_out": [held_out] * 3, "steps": 800, "seconds": 2.0, "cpu_seconds": 1.0,
+            "curve": [(s, 1.0, [held_out] * 3) for s in (650, 700, 750, 800)], "answers": [], "gates": [],
+            "state_numbers": [1, 2, 3], "parameters": 7, "torch": "x", "code": code or {"f": "1"},
+            "pairs": [4, 8, 16]}
 
 
-def test_the_sweep_resumes_and_chooses_the_rate_on_held_out_accuracy(tmp_path):
+def write(tmp_path, sweep, run):
+    (tmp_path / f"{run['run']}.json").write_text(json.dumps(run))
+
+
+def test_the_sweep_runs_stage_by_stage_and_chooses_each_points_rate_on_its_search_seeds(tmp_path):
     sweep = load_sweep()
-    search = sweep.search_points("full")
+    grid = sweep.GRIDS["full"]
+    first = grid["stages"][0]
+    search = sweep.search_points("full", first)
     names = [sweep.run_name(p) for p in search]
-    assert len(set(names)) == len(names) == len(sweep.LRS) * len(sweep.SEEDS) * len(mqar.MIXERS)
+    assert len(set(names)) == len(names) == len(sweep.LRS) * len(sweep.SEARCH_SEEDS) * len(first["models"])
+    assert not set(sweep.SEARCH_SEEDS) & set(sweep.SEEDS) and len(sweep.SEEDS) >= 5
+    lesson11 = sweep.lesson11_points("full")
+    assert sweep.next_runs("full", tmp_path) == lesson11                      # the cheap stage first
+    for p in lesson11:
+        write(tmp_path, sweep, fake_run(sweep, p, 0.9))
+    assert sweep.next_runs("full", tmp_path) == search                        # then the first search only
     runs, total = sweep.points("full", tmp_path)
-    assert runs == search
-    assert total == len(search) + len(sweep.SEEDS) * (len(mqar.MIXERS) + len(sweep.ABLATIONS))
-    # made-up results: kda best at 3e-2, attention tied at 1e-2 and 3e-2 (the fewer steps wins: 1e-2),
-    # every other mixer best at 3e-3
+    stages = grid["stages"]
+    assert total == len(lesson11) + sum(len(st["models"]) * (len(sweep.LRS) * len(sweep.SEARCH_SEEDS)
+                                                            + len(sweep.SEEDS)) for st in stages)
+    # made-up search results: kda best at 3e-2; attention tied at 1e-2 and 3e-2 (the smaller wins);
+    # every other model best at 3e-3
+    def score(p):
+        table = {"kda": {3e-2: 0.9}, "attention": {1e-2: 1.0, 3e-2: 1.0}}.get(p["mixer"], {3e-3: 0.8})
+        return table.get(p["lr"], 0.1) if not p["options"] else (0.7 if p["lr"] == 1e-2 else 0.1)
     for p in search[:-1]:
-        score = {"kda": {3e-2: 0.9}, "attention": {1e-2: 1.0, 3e-2: 1.0}}.get(p["mixer"], {3e-3: 0.8})
-        steps = 200 if (p["mixer"], p["lr"]) == ("attention", 1e-2) else 400
-        (tmp_path / f"{sweep.run_name(p)}.json").write_text(
-            json.dumps(fake_run(sweep, p, score.get(p["lr"], 0.1), steps)))
-    assert sweep.chosen_lrs("full", tmp_path) is None                       # one search run missing
-    assert sweep.points("full", tmp_path)[0] == search                      # later stages wait for it
+        write(tmp_path, sweep, fake_run(sweep, p, score(p)))
+    assert sweep.chosen_lrs("full", first, tmp_path) is None                 # one search run missing
+    assert sweep.next_runs("full", tmp_path) == search[-1:]
     summary = sweep.assemble("full", tmp_path)
-    assert not summary["complete"] and summary["missing"] == [names[-1]]
-    assert summary["done"] == len(search) - 1
-    last = fake_run(sweep, search[-1], 0.8 if search[-1]["lr"] == 3e-3 else 0.1, 400)
-    (tmp_path / f"{names[-1]}.json").write_text(json.dumps(last))
-    lrs = sweep.chosen_lrs("full", tmp_path)
-    assert lrs == {m: {"kda": 3e-2, "attention": 1e-2}.get(m, 3e-3) for m in mqar.MIXERS}
-    runs, _ = sweep.points("full", tmp_path)
-    later = runs[len(search):]
-    assert len(later) == total - len(search) and all(r["lr"] == lrs[r["mixer"]] for r in later)
-    assert len({sweep.run_name(r) for r in runs}) == len(runs)                 # one file per run
-    assert {(r["seq_len"], r["width"]) for r in later} == {(128, 32), (64, 32)}
+    assert not summary["complete"] and names[-1] in summary["missing"]
+    write(tmp_path, sweep, fake_run(sweep, search[-1], score(search[-1])))
+    lrs = sweep.chosen_lrs("full", first, tmp_path)
+    for m, o in first["models"]:
+        expected = 1e-2 if o else {"kda": 3e-2, "attention": 1e-2}.get(m, 3e-3)
+        assert lrs[sweep.model_key(m, o)] == expected, (m, o)
+    final = sweep.next_runs("full", tmp_path)
+    assert {p["seed"] for p in final} == set(sweep.SEEDS)
+    assert len(final) == len(first["models"]) * len(sweep.SEEDS)
+    assert all(p["lr"] == lrs[sweep.model_key(p["mixer"], p["options"])] for p in final)
+    for p in final:
+        write(tmp_path, sweep, fake_run(sweep, p, score({**p, "lr": p["lr"]})))
+    nxt = sweep.next_runs("full", tmp_path)
+    assert nxt == sweep.search_points("full", stages[1])                     # the next stage's search
     summary = sweep.assemble("full", tmp_path)
-    assert not summary["complete"] and summary["done"] == len(search)
-    kda_point = next(q for q in summary["points"] if q["mixer"] == "kda" and q["seq_len"] == 64)
+    kda_point = next(q for q in summary["points"] if q["mixer"] == "kda" and not q["options"]
+                     and q["task"] == "mqar")
     assert kda_point["lr"] == 3e-2 and kda_point["seeds"] == list(sweep.SEEDS)
-    assert kda_point["held_out"] == [[0.9] * 3] * len(sweep.SEEDS)
+    assert kda_point["lr_scores"] == pytest.approx({"0.003": 0.1, "0.01": 0.1, "0.03": 0.9})
+    assert len({sweep.run_name(r) for r in summary["runs"]}) == len(summary["runs"])
+
+
+def test_the_summary_refuses_runs_of_different_code(tmp_path):
+    sweep = load_sweep()
+    p, q = sweep.lesson11_points("full")[:2]
+    write(tmp_path, sweep, fake_run(sweep, p, 0.9, code={"kimik3_lessons/kda.py:chunked": "a", "g": "1"}))
+    write(tmp_path, sweep, fake_run(sweep, q, 0.9, code={"kimik3_lessons/kda.py:chunked": "a", "h": "2"}))
+    code = sweep.assemble("full", tmp_path)["code"]
+    assert code == {"kimik3_lessons/kda.py:chunked": "a", "g": "1", "h": "2"}
+    write(tmp_path, sweep, fake_run(sweep, q, 0.9, code={"kimik3_lessons/kda.py:chunked": "b"}))
+    with pytest.raises(ValueError, match="different sources of kimik3_lessons/kda.py:chunked"):
+        sweep.assemble("full", tmp_path)
+
+
+def test_the_code_digest_follows_what_a_function_computes_not_its_layout():
+    sweep = load_sweep()
+
+    def digest(source):
+        space = {"torch": torch}
+        exec(compile(source, "<test>", "exec"), space)
+        return sweep.code_digest(space["f"].__code__)
+
+    base = "def f(x, y):\n    \"\"\"Add.\"\"\"\n    return x + y\n"
+    same = ["def f(x, y):\n    \"\"\"Add two numbers.\"\"\"\n    return x + y  # sum\n",
+            "\n\ndef f(x,\n      y):\n    return (x\n            + y)\n",
+            "def f(x, y):\n    return x + y\n"]
+    other = ["def f(x, y):\n    return x - y\n", "def f(x, z):\n    return x + z\n",
+             "def f(x, y):\n    return x + y + 0\n", "def f(x, y):\n    return (lambda a: a + y)(x)\n",
+             "def f(x, y):\n    \"\"\"Add.\"\"\"\n    return x + y + 1\n"]
+    assert all(digest(s) == digest(base) for s in same)
+    assert len({digest(s) for s in other} | {digest(base)}) == len(other) + 1
+
+
+def test_the_trace_records_the_functions_a_run_executes():
+    sweep = load_sweep()
+    point = dict(task="mqar", mixer="gated_deltanet", options={}, width=16, seq_len=64, lr=1e-2, seed=0)
+    tc = recall_training.TrainConfig(steps=1, eval_every=1, eval_size=2, test_size=2)
+    _, code = sweep.executed_code(sweep.build_and_train, point, "full", tc, 0)
+    for ran in ("kimik3_lessons/gated_deltanet.py:chunked", "kimik3_lessons/gated_deltanet.py:mamba2_gate",
+                "kimik3_lessons/kimi_linear.py:KimiDeltaAttention.forward",
+                "kimik3_lessons/recall_training.py:train",
+                "benchmarks/mqar_sweep.py:build_and_train"):
+        assert ran in code, ran
+    assert not any(k.startswith(("kimik3_lessons/kda.py", "kimik3_lessons/mla.py")) for k in code)
+    assert sweep.stale_code(code) == []
+    assert sweep.stale_code({**code, "kimik3_lessons/gated_deltanet.py:chunked": "0" * 16}) == \
+        ["kimik3_lessons/gated_deltanet.py:chunked"]
+
+
+def test_the_committed_sweep_ran_this_code():
+    """Every function the committed sweep's runs executed still has the source they ran (up to layout,
+    comments and docstrings). If this fails, the sweep is stale: rerun it (make sweep) or undo the change."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "mqar_sweep_summary.json"
+    if not path.exists():
+        pytest.skip("no committed sweep")
+    summary = json.loads(path.read_text())
+    assert load_sweep().stale_code(summary["code"]) == []
+
+
+# --- Comparing points over seeds ---------------------------------------------------------------------
+
+def test_the_permutation_test_by_hand_and_by_sampling():
+    assert mqar.permutation_p([3.0], [1.0, 2.0]) == pytest.approx(1 / 3)      # splits {3}, {1}, {2}
+    assert mqar.permutation_p([1.0] * 5, [0.0] * 5) == pytest.approx(1 / 252)  # complete separation
+    assert mqar.permutation_p([0.0] * 5, [1.0] * 5) == 1.0
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.rand(5, generator=gen) + 0.3, torch.rand(5, generator=gen)
+    pooled, observed = torch.cat([a, b]), a.mean() - b.mean()
+    perms = torch.stack([torch.randperm(10, generator=gen) for _ in range(20000)])
+    diffs = pooled[perms[:, :5]].mean(1) - pooled[perms[:, 5:]].mean(1)
+    sampled = (diffs >= observed - 1e-12).double().mean().item()
+    assert abs(mqar.permutation_p(a, b) - sampled) < 0.01             # random splits approach the exact p
+
+
+def test_equivalence_needs_both_sides_inside_the_margin():
+    tight_a, tight_b = [0.99, 0.995, 1.0, 0.99, 0.998], [0.992, 1.0, 0.997, 0.991, 0.99]
+    assert mqar.equivalence_p(tight_a, tight_b, 0.02) == pytest.approx(1 / 252)
+    assert mqar.equivalence_p(tight_a, tight_b, 0.001) > 0.05                  # a margin too small to show
+    assert mqar.equivalence_p(tight_a, [0.5] + tight_b[1:], 0.02) > 0.05       # one seed far off
+
+
+def test_holm_rejects_step_down():
+    assert mqar.holm([0.004, 0.004, 0.03, 0.5]) == [True, True, False, False]   # 0.03 > 0.05 / 2
+    assert mqar.holm([0.5, 0.01, 0.001]) == [False, True, True]
+    assert mqar.holm([1 / 252] * 13) == [False] * 13                            # 1/252 > 0.05 / 13

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # What a student gets, and what stays with the teacher.
 KEEP = ["kimik3_lessons", "notebooks", "figures", "tests", "benchmarks", "browser_tests", "tools", "docs",
-        "Makefile", "conftest.py", "pyproject.toml", "environment.yml", ".gitignore"]
+        "Makefile", "constraints.txt", "conftest.py", "pyproject.toml", "environment.yml", ".gitignore"]
 # The tests of the course's own making (they need solutions/, the guide or a git checkout): `make test`
 # runs them in the course, then the edition's `make test` runs everything else, so nothing runs twice.
 TEACHER_TESTS = ["tests/test_exercises.py", "tests/test_teaching_guide.py", "tests/test_student_edition.py",
