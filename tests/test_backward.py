@@ -161,8 +161,11 @@ def test_half_precision_products_within_their_rounding(mixer, precision, gen):
     check_grads(f"{mixer.name} {precision}", ref, got, rtol=rtol)
     exact = triton_chunked_backward(mixer, do.to(dtype), dS.float(), **half, chunk_size=16,
                                     initial_state=S0.float())
-    closer = lab.relative_error(ref["k"], exact["k"].float()) < lab.relative_error(ref["k"], got["k"].float())
-    assert closer, "ieee products of the same half inputs should be closer than half-precision products"
+    stored = ref["k"].to(dtype).double()                  # dk as a half tensor can hold it at best
+    exact_error, half_error = (lab.relative_error(stored, run["k"].double()) for run in (exact, got))
+    print(f"dk against float64 rounded to {precision}: ieee products {exact_error:.1e}, {precision} products "
+          f"{half_error:.1e}")
+    assert 4 * exact_error < half_error, "half-precision products should add rounding of their own"
 
 
 @pytest.mark.parametrize("mixer", MIXERS, ids=IDS)
