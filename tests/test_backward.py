@@ -139,17 +139,17 @@ def test_kernels_compute_in_float64_for_float64_inputs(mixer, gen):
 
 # Half-precision products (input_precision "bf16", "fp16"): the operands of every product are rounded to
 # 8 (bf16) or 11 (fp16) bits of mantissa, relative 2^-8 = 3.9e-3 and 2^-11 = 4.9e-4 each, and the
-# rounding of intermediate tiles (L_inv, W, U, dA) compounds through the chunk's products: the gradients
-# measured here against float64 on the same rounded inputs stay under 5 (fp16) and 7 (bf16) units of
-# that rounding.
+# rounding of intermediate tiles (L_inv, W, U, dA) compounds through the chunk's products: the bounds
+# below, against float64 on the same rounded inputs, are about 6 (fp16) and 8 (bf16) units of that
+# rounding.
 HALF = {"bf16": (torch.bfloat16, 3e-2), "fp16": (torch.float16, 3e-3)}
 
 
 @pytest.mark.parametrize("mixer", MIXERS, ids=IDS)
 @pytest.mark.parametrize("precision", list(HALF))
 def test_half_precision_products_within_their_rounding(mixer, precision, gen):
-    """bf16 (sm_80 and newer) or fp16 (a T4) inputs and products, float32 sums and states, as
-    flash-linear-attention trains: the gradients against float64 of the same rounded inputs."""
+    """bf16 (sm_80 and newer) or fp16 (a T4) inputs and products, float32 sums and stored tiles: the
+    gradients against float64 of the same rounded inputs."""
     dtype, rtol = HALF[precision]
     x, S0, do, dS = inputs(mixer, gen, T=40, K=32, V=32)
     half = {n: t.to(dtype) if n in "qkv" else t.float() for n, t in x.items()}
@@ -161,8 +161,11 @@ def test_half_precision_products_within_their_rounding(mixer, precision, gen):
     check_grads(f"{mixer.name} {precision}", ref, got, rtol=rtol)
     exact = triton_chunked_backward(mixer, do.to(dtype), dS.float(), **half, chunk_size=16,
                                     initial_state=S0.float())
-    closer = lab.relative_error(ref["k"], exact["k"].float()) < lab.relative_error(ref["k"], got["k"].float())
-    assert closer, "ieee products of the same half inputs should be closer than half-precision products"
+    stored = ref["k"].to(dtype).double()                  # dk as a half tensor can hold it at best
+    exact_error, half_error = (lab.relative_error(stored, run["k"].double()) for run in (exact, got))
+    print(f"dk against float64 rounded to {precision}: ieee products {exact_error:.1e}, {precision} products "
+          f"{half_error:.1e}")
+    assert 4 * exact_error < half_error, "half-precision products should add rounding of their own"
 
 
 @pytest.mark.parametrize("mixer", MIXERS, ids=IDS)

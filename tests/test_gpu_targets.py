@@ -16,14 +16,17 @@ from kimik3_lessons import gpu_targets, mixers
 
 
 def kernels_in_the_package():
-    """Every Triton entry point of the course: the objects named *_kernel in every module of the package."""
+    """Every Triton entry point of the course: the objects named *_kernel in every module of the package and
+    its subpackages, but for the exercise checks' private one-tile launchers (`_invert_tile_kernel` runs
+    `deltanet.forward_substitution_tile`, which every DeltaNet-family intra-chunk kernel compiles)."""
     names = set()
-    for info in pkgutil.iter_modules(kimik3_lessons.__path__):
-        if info.name in ("__main__",) or info.ispkg:
+    for info in pkgutil.walk_packages(kimik3_lessons.__path__, prefix="kimik3_lessons."):
+        if info.name.endswith("__main__") or info.ispkg:
             continue
-        module = importlib.import_module(f"kimik3_lessons.{info.name}")
+        module = importlib.import_module(info.name)
         names |= {name for name, obj in vars(module).items()
-                  if name.endswith("_kernel") and hasattr(obj, "fn") and obj.fn.__module__ == module.__name__}
+                  if name.endswith("_kernel") and hasattr(obj, "fn") and obj.fn.__module__ == module.__name__
+                  and not (name.startswith("_") and ".exercises." in module.__name__)}
     return names
 
 
@@ -46,14 +49,17 @@ def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
     listed = {k.__name__ for _, _, k, *_ in gpu_targets.course_kernels(128, 64)}
     names = kernels_in_the_package()
     assert names == listed, f"kernels not compiled by gpu_targets: {names - listed}"
-    # each mixer's three steps, for each target and head size
+    # each mixer's three forward steps and four backward steps, for each target and head size
     for family in mixers.MIXERS:
         for cap in (75, 80, 90):
             for head_dim in (64, 128):
                 where = (f"sm_{cap}", head_dim)
-                steps = {row["kernel"].split(",")[0].split(":")[-1].strip() for row in rows
-                         if family in row["families"] and (row["target"], row["head_dim"]) == where}
-                assert steps == {"intra-chunk", "scan", "output"}, (family, cap, head_dim, steps)
+                for direction, expected in (("forward", {"intra-chunk", "scan", "output"}),
+                                            ("backward", {"outputs", "walk", "states", "intra-chunk backward"})):
+                    steps = {row["kernel"].split(",")[0].split(":")[-1].strip() for row in rows
+                             if family in row["families"] and (row["target"], row["head_dim"]) == where
+                             and ("backward" in row["families"]) == (direction == "backward")}
+                    assert steps == expected, (family, direction, cap, head_dim, steps)
     print(gpu_targets.table(rows))
 
 

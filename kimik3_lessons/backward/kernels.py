@@ -1,29 +1,31 @@
 """The backward pass as Triton kernels: the steps of `chunked.chunked_backward`, kernel by kernel.
 
 The launcher (`triton_chunked_backward`) first recomputes the forward's factors and states with the
-forward's own kernels (the mixer's intra-chunk kernel and `chunk_kernels.chunk_scan_kernel`: keep the
-inputs, recompute the rest, as flash-linear-attention's chunk_* functions do), then runs
+forward's own kernels (the mixer's intra-chunk kernel and `chunk_kernels.chunk_scan_kernel`: a training
+step keeps only the inputs), then runs the four launches of `backward_launches`:
 
-  2'. `chunk_walk_backward_kernel`, shared by the four mixers, one program per (block of BV value columns,
-      head): the forward's walk run backward, chunk N-1 first, with dS [K, BV] on chip,
+  3'. `chunk_output_backward_kernel`, shared by the four mixers, one program per (block of BR rows, head):
+      the backward of O_n = Qd_n S_n + A_qk,n U'_n,
+          dA_qk = tril(dO U'^T),   dQd = dO S_n^T,   du_new = A_qk^T dO (the walk adds Kd_n dS);
+  2'. `chunk_walk_backward_kernel`, shared, one program per (block of BV value columns, head): the
+      forward's walk run backward, chunk N-1 first, with dS [K, BV] on chip,
           dh_n = dS,   dU'_n = A_qk,n^T dO_n + Kd_n dS,   dS <- d_n * dS + Qd_n^T dO_n - W_n^T dU'_n;
-  3'. `chunk_state_grad_kernel`, shared, one program per (chunk, block of BK key columns, head): what the
-      states give each chunk, summed over V in slices,
-          dQd = dO S_n^T,  dW = -dU' S_n^T,  dKd = U' dh_n^T,  dd = rowsum(S_n * dh_n),
-          dA_qk = tril(dO U'^T);
+  2'. `chunk_state_grad_kernel`, shared, one program per (block of BR rows, head): what the states give
+      each chunk,
+          dW = -dU' S_n^T,   dKd = U' dh_n^T,   dd = rowsum(S_n * dh_n);
   1'. the mixer's *intra-chunk backward kernel* (`BACKWARD_KERNELS`), one program per (chunk, head): the
       gradients of the factors back into q, k, v, [g,] [beta], through the WY form and the decay.
 Then the launcher turns dG into dg (a reverse cumulative sum inside each chunk, one PyTorch line, as the
 forward's cumsum is).
 
 The kernels keep the rules written where `chunk_kernels` begins (names, argument groups, loops), and:
-  - every product is thin: a [C, C] matrix (L_inv, dA, dA_qk) multiplies a slice of SLICE columns by
-    reading the matrix back from memory SLICE columns (or rows, for its transpose) at a time
-    (`chunk_product`), so no thread holds a row of a [C, C] tile and a column of X C long;
+  - every product over a chunk's rows is thin: a [C, C] matrix (L_inv, dA, dA_qk) multiplies a block of
+    BR rows by reading the matrix back from memory one [BR, BR] block at a time (`chunk_product_rows`),
+    so no thread holds a [C, C] tile;
   - the gradient through L_inv = (I + A)^{-1} needs no [C, C] x [C, C] product: dA = -(dk_beta W^T +
-    dv_beta U^T) (`chunked.wy_backward`);
-  - KDA's per-channel pairs are taken through reference rows, level by level, as the forward's
-    `kda.decayed_scores_tile` takes them (`decayed_product_slice`).
+    dv_beta U^T) (`chunked.wy_backward`, and `wy_backward` here);
+  - KDA's per-channel pairs are taken through one reference row per block of BR rows, the [BR, BR]
+    diagonal blocks row by row, exactly (`decayed_product_rows`).
 
 The tensors, by the names the kernels give them ([B*H, ...] per head, contiguous, float32):
     the forward's  a_qk, l_inv [T, C]; w, qd, kd [T, K]; u, u_new [T, V]; decay [N, K]; h [N, K, V]; g_cum

@@ -8,7 +8,7 @@ instead of walking back through every operation of the forward. What the forward
 choice this lesson measures (`cost.saved_bytes`):
 
     keep="inputs"   q, k, v, [g,] [beta,] S_0: the backward recomputes the factors and the states S_n
-                    (what flash-linear-attention's chunk_* functions do)
+                    (flash-linear-attention's chunk_* also keep each chunk's L_inv; reported, fla-core 0.6.0)
     keep="states"   the inputs and the states S_n [B, H, N, K, V]: the backward recomputes the factors only
 
 engine="pytorch" runs `chunked.chunked_forward` / `chunked.chunked_backward`; engine="triton" runs the
@@ -81,7 +81,7 @@ def trainable(mixer, engine="triton", keep="inputs", input_precision="ieee"):
     if keep not in KEEPS:
         raise ValueError(f"keep must be one of {KEEPS}, got {keep!r}")
     if engine == "triton" and keep != "inputs":
-        raise ValueError("the backward kernels recompute the states (keep='inputs'), as FLA's do")
+        raise ValueError("the backward kernels recompute the states: engine='triton' takes keep='inputs'")
 
     def form(q, k, v, *args, chunk_size=64, initial_state=None):
         if len(args) != len(mixer.args):

@@ -112,9 +112,10 @@ def kernel_scores(q, k, C):
     device = "cpu" if contract.interpreted() else "cuda"
     q32, k32 = (x.to(device, torch.float32).contiguous() for x in (q, k))
     a_qk = q32.new_zeros(B, H, T, C)
-    chunk_kernels.launch(linear_attention.linear_attention_intra_chunk_kernel, (-(-T // C), B * H),
-                         dict(q=q32, k=k32, a_qk=a_qk), chunk_kernels.LAUNCH["intra"], T=T, K=K, C=C,
-                         SLICE=chunk_kernels.SLICE, PRECISION="ieee")
+    (_, kernel, grid, constexprs, options), *_ = chunk_kernels.launches(
+        linear_attention.linear_attention_intra_chunk_kernel, T, K, K, C, B * H, delta=False, decay=None,
+        has_s0=False)
+    chunk_kernels.launch(kernel, grid, dict(q=q32, k=k32, a_qk=a_qk), options, T=T, K=K, **constexprs)
     return a_qk.cpu()
 
 
