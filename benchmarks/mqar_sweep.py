@@ -383,16 +383,20 @@ def assemble(grid, run_dir=RUNS):
                 summary_points.append(point_summary(q, done, {f"{k:g}": v for k, v in scores.items()}))
     settings = {"grid": grid, **{k: v for k, v in g.items()}, "task": TASK, "pairs": PAIRS, "model": MODEL,
                 "train": dataclasses.asdict(dataclasses.replace(TRAIN, **g["train"])), "selection": SELECTION}
-    progress = []                   # per stage: its runs done, and the rates chosen once its search is in
+    progress = []       # per stage: its runs done, each model's rate and search scores once its search is in
     for stage in g["stages"]:
         lrs = chosen_lrs(grid, stage, run_dir)
-        search = search_points(grid, stage)
+        search = [(q, read_run(run_dir, q)) for q in search_points(grid, stage)]
         final = final_points(grid, stage, lrs) if lrs else []
+        rates = []
+        for m, o in stage["models"]:
+            mine = [r for q, r in search if (q["mixer"], q["options"]) == (m, o)]
+            scores, lr = choose_lr(mine) if all(mine) else ({}, None)
+            rates.append([m, o, lr, {f"{k:g}": v for k, v in scores.items()}])
         progress.append(dict(seq_len=stage["seq_len"], width=stage["width"],
-                             search=[sum(read_run(run_dir, q) is not None for q in search), len(search)],
+                             search=[sum(r is not None for _, r in search), len(search)],
                              final=[sum(read_run(run_dir, q) is not None for q in final),
-                                    len(stage["models"]) * len(g["seeds"])],
-                             rates=lrs and [[m, o, lrs[model_key(m, o)]] for m, o in stage["models"]]))
+                                    len(stage["models"]) * len(g["seeds"])], rates=rates))
     cpu = sum(r["cpu_seconds"] for r in runs)
     return {"settings": settings, "complete": len(runs) == total, "done": len(runs), "total": total,
             "stages": progress,
