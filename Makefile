@@ -267,16 +267,19 @@ clean:
 	rm -rf $(VENV) $(COLAB) .pytest_cache .ruff_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
-# The five lessons with `%%needs gpu` cells.
-GPU_LESSONS := notebooks/03_chunkwise.ipynb notebooks/05b_deltanet_chunked.ipynb \
+# The six lessons with `%%needs gpu` cells. `make test-colab` runs the first five whole with Colab's
+# versions; lesson 13's kernels run there through the kernel tests (KERNEL_TESTS), its compile rows in the
+# compile tables (CI's time budget: the lesson itself runs in `make test` and the browser suite).
+COLAB_LESSONS := notebooks/03_chunkwise.ipynb notebooks/05b_deltanet_chunked.ipynb \
 	notebooks/06_gated_deltanet.ipynb notebooks/07a_kda.ipynb notebooks/09b_latent_experts.ipynb
+GPU_LESSONS := $(COLAB_LESSONS) notebooks/13_backward.ipynb
 
 # On a machine with an NVIDIA GPU (a fresh one: nothing but Python and a driver): installs .venv as `make
 # lab` does (the dev extra: all that GPU_TESTS and the lessons import), checks that torch sees the GPU
 # (a CUDA build newer than the driver does not: it names the TORCH_SPEC to pass), runs the unit tests of
 # the package on CUDA (kernels compiled), warms flash-linear-attention's kernels (its autotuner compiles
 # every config on a first call: the GPU cells' calls, run in parallel processes, one line each as it
-# finishes; FLA and Triton keep the results in their disk caches), runs the five GPU lessons whole, one
+# finishes; FLA and Triton keep the results in their disk caches), runs the six GPU lessons whole, one
 # after another (their timings share the GPU with nothing), and prints one table of every GPU cell's forms,
 # errors against float64 and times against FLA's kernels, written to benchmarks/results/gpu-<gpu name>.json
 # (commit it). Without a GPU it says so in one line and succeeds. Planned to take under 10 minutes on one
@@ -284,7 +287,8 @@ GPU_LESSONS := notebooks/03_chunkwise.ipynb notebooks/05b_deltanet_chunked.ipynb
 GPU_SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-gpu
 GPU_TESTS := tests/test_mixers.py tests/test_moe.py tests/test_linear_attention.py tests/test_deltanet.py \
 	tests/test_gated_deltanet.py tests/test_kda.py tests/test_kimi_linear.py tests/test_mla.py tests/test_gpt2.py \
-	tests/test_attnres.py tests/test_lab.py tests/test_gpu_rehearsal.py tests/test_kernel_style.py
+	tests/test_attnres.py tests/test_lab.py tests/test_gpu_rehearsal.py tests/test_kernel_style.py \
+	tests/test_backward.py
 .PHONY: test-gpu test-colab
 test-gpu:
 ifneq ($(HAS_GPU),yes)
@@ -310,7 +314,7 @@ endif
 # torch 2.9 (COLAB_TORCH_VERSION); on PyPI torch 2.9 is a CUDA build only, about 7 GB with its nvidia
 # wheels, past what CI's budget allows, so CI pairs Colab's triton with this machine's CPU torch (importing
 # torch does not import triton); `make test-colab COLAB_TORCH="torch==2.9.1"` runs with Colab's own torch
-# where disk and time allow. In it: the five GPU lessons run whole with Colab's numpy (GPU cells rehearsed,
+# where disk and time allow. In it: the five GPU lessons of COLAB_LESSONS run whole with Colab's numpy (GPU cells rehearsed,
 # so every kernel runs interpreted), the compile table of every kernel at head size 128 checked
 # (`--check`) with Colab's triton and with the oldest the course supports (COLAB_OLDEST_TRITON; the newest
 # is .venv's, in `make test`), then numpy upgraded to the newest, as a laptop's install gets it, and the
@@ -330,7 +334,7 @@ COLAB_TORCH ?= $(TORCH_SPEC)
 COLAB_OLDEST_TRITON ?= 3.4.0
 COLAB_SCRATCH := $${TMPDIR:-/tmp}/kimik3-lessons-colab
 # The tests that run a Triton kernel (interpreted): what a triton or numpy release can break.
-KERNEL_TESTS := tests/test_mixers.py tests/test_moe.py -k "triton or situ or kernel"
+KERNEL_TESTS := tests/test_mixers.py tests/test_moe.py tests/test_backward.py -k "triton or situ or kernel"
 COLAB_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(COLAB_SCRATCH)/figures" MPLBACKEND=Agg OMP_NUM_THREADS=1 \
 	KIMIK3_REHEARSE=1
 COLAB_PYTEST := cd "$(COLAB_SCRATCH)" && $(COLAB_ENV) $(COLAB)/bin/python -m pytest -q -n $(WORKERS) \
@@ -349,7 +353,7 @@ test-colab: $(COLAB_STAMP) $(STAMP)
 	$(COLAB)/bin/python -m pip install --quiet "numpy==$(COLAB_NUMPY)" "triton==$(COLAB_OLDEST_TRITON)"
 	$(COLAB)/bin/python -m pip install --quiet --no-deps --force-reinstall "$(COLAB_SCRATCH)/src"
 	mkdir -p "$(COLAB_SCRATCH)/notebooks" && cp -r tests conftest.py "$(COLAB_SCRATCH)/"
-	cp $(GPU_LESSONS) "$(COLAB_SCRATCH)/notebooks/"
+	cp $(COLAB_LESSONS) "$(COLAB_SCRATCH)/notebooks/"
 	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(COLAB_SCRATCH)"/notebooks/*.ipynb
 	$(COLAB)/bin/python -c 'import triton; print("colab env: the oldest triton supported,", triton.__version__)'
 	$(COLAB_COMPILE)
@@ -359,7 +363,7 @@ test-colab: $(COLAB_STAMP) $(STAMP)
 		print("colab env: torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__, \
 		      "(Colab: torch $(COLAB_TORCH_VERSION))")'
 	$(COLAB_COMPILE)
-	$(COLAB_PYTEST) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $(GPU_LESSONS)
+	$(COLAB_PYTEST) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $(COLAB_LESSONS)
 	$(COLAB)/bin/python -m pip install --quiet --upgrade numpy
 	$(COLAB)/bin/python -c 'import numpy; print("colab env: newest numpy", numpy.__version__)'
 	$(COLAB_PYTEST) $(KERNEL_TESTS)

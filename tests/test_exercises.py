@@ -285,17 +285,19 @@ def test_every_forbidden_function_is_refused_by_name(exercise_id, dotted):
 
 
 def _public_functions():
-    """Every public function of the lesson modules (the package's references), by "module.function"."""
+    """Every public function of the lesson modules and subpackages (the package's references), by
+    "module.function" ("backward.chunked.state_walk_backward")."""
     skip = {"lab", "exercises", "grading", "edition", "gpu_bench", "gpu_targets", "fla_stand_in", "harness",
-            "mixers", "__main__", "nbgrader_checks"}
+            "mixers", "__main__", "nbgrader_checks", "rehearsal"}
     found = {}
-    for info in pkgutil.iter_modules(kimik3_lessons.__path__):
-        if info.name in skip or info.name.startswith("_"):
+    for info in pkgutil.walk_packages(kimik3_lessons.__path__, prefix="kimik3_lessons."):
+        name = info.name.removeprefix("kimik3_lessons.")
+        if info.ispkg or name.split(".")[0] in skip or any(part.startswith("_") for part in name.split(".")):
             continue
-        module = importlib.import_module(f"kimik3_lessons.{info.name}")
-        for name, obj in vars(module).items():
-            if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == module.__name__:
-                found[f"{info.name}.{name}"] = obj
+        module = importlib.import_module(info.name)
+        for fn_name, obj in vars(module).items():
+            if not fn_name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == module.__name__:
+                found[f"{name}.{fn_name}"] = obj
     return found
 
 

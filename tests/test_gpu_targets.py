@@ -114,7 +114,7 @@ def test_a_notebook_can_compile_in_a_subprocess():
     """The notebooks run Triton in the interpreter; compile_in_subprocess gives them real GPU compiles."""
     rows = gpu_targets.compile_in_subprocess(families=("linear_attention",), head_dims=(128,), targets=(75,))
     assert {row["kernel"] for row in rows} == {"linear attention: intra-chunk", "scan, linear attention",
-                                              "output, linear attention, DeltaNet, gated DeltaNet and KDA"}
+                                              "output, linear attention"}
     assert all(row["registers"] and row["spill_bytes"] == 0 for row in rows)
 
 
