@@ -82,10 +82,11 @@ def unpinned(installed, pinned):
 def test_constraints_pin_every_package_the_tests_run_with():
     """constraints.txt holds the exact versions `make test` runs with: every distribution of this environment
     at its installed version (`make constraints` rewrites it after an upgrade). A package upgraded or added
-    without it fails here, named."""
+    without it fails here, named. setuptools' own copies of its dependencies (setuptools/_vendor, on
+    sys.path once anything has imported setuptools) are not distributions of the environment."""
     from importlib import metadata
     installed = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version
-                 for d in metadata.distributions()}
+                 for d in metadata.distributions() if "_vendor" not in Path(d.locate_file("")).parts}
     pinned = pins((ROOT / "constraints.txt").read_text())
     assert not unpinned(installed, pinned), "not pinned by constraints.txt: " + "; ".join(
         unpinned(installed, pinned))

@@ -456,6 +456,16 @@ def test_the_permutation_test_by_hand_and_by_sampling():
     assert abs(mqar.permutation_p(a, b) - sampled) < 0.01             # random splits approach the exact p
 
 
+def test_the_permutation_test_refuses_what_is_not_a_few_seeds():
+    """Per-seed values only: a tensor of activations (not 1-D) or hundreds of values (C(2n, n) splits, each
+    enumerated) are refused at once instead of filling the memory (tests/test_exercises.py's walk hands
+    lesson tensors to every package function)."""
+    with pytest.raises(ValueError, match="1-D"):
+        mqar.permutation_p(torch.zeros(2, 3), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=f"1 to {mqar.MAX_SEEDS}"):
+        mqar.equivalence_p(torch.zeros(400), torch.zeros(400), 0.1)
+
+
 def test_equivalence_needs_both_sides_inside_the_margin():
     tight_a, tight_b = [0.99, 0.995, 1.0, 0.99, 0.998], [0.992, 1.0, 0.997, 0.991, 0.99]
     assert mqar.equivalence_p(tight_a, tight_b, 0.02) == pytest.approx(1 / 252)
