@@ -291,9 +291,9 @@ def test_lesson_12_shows_its_verdicts_as_a_table(site):
         article = soup((site / prefix / "notebooks" / "12_recall.html").read_text()).find("article")
         tables = [t for t in article.select("div.cell_output table") if "equivalence p" in t.get_text()]
         assert tables, f"{prefix}12_recall: the verdicts are not shown as a table"
-        verdicts = [row for row in tables[0].select("tbody tr")
-                    if row.select("td")[-1].get_text(strip=True) in ("above", "below", "equal within 2 points",
-                                                                      "no conclusion")]
+        kinds = ("above", "below", "equal within 2 points", "no conclusion")
+        rows = tables[0].select("tbody tr")
+        verdicts = [row for row in rows if row.select("td")[-1].get_text(strip=True) in kinds]
         assert verdicts, f"{prefix}12_recall: the verdicts' table has no verdict"
 
 

@@ -54,8 +54,9 @@ def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
         for cap in (75, 80, 90):
             for head_dim in (64, 128):
                 where = (f"sm_{cap}", head_dim)
+                backward_steps = {"outputs", "walk", "states", "intra-chunk backward"}
                 for direction, expected in (("forward", {"intra-chunk", "scan", "output"}),
-                                            ("backward", {"outputs", "walk", "states", "intra-chunk backward"})):
+                                            ("backward", backward_steps)):
                     steps = {row["kernel"].split(",")[0].split(":")[-1].strip() for row in rows
                              if family in row["families"] and (row["target"], row["head_dim"]) == where
                              and ("backward" in row["families"]) == (direction == "backward")}
