@@ -631,7 +631,7 @@ def deltanet_intra_backward_kernel(
         dk_beta += dA K,   dk = dA^T k_beta + beta dk_beta + dA_qk^T Q + dKd,   dq = dA_qk K + dQd
         dbeta = rowsum(dk_beta * K) + rowsum(dv_beta * V)
 
-    dA is written to memory and read back in slices (`chunk_product`), like L_inv in the forward."""
+    dA is written to memory and read back in slices (`chunk_product_rows`), like L_inv in the forward."""
     n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     r = tl.arange(0, C)

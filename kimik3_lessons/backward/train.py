@@ -5,7 +5,7 @@
 
 has the signature of `kda.chunked` (the contract's), and autograd calls the hand-written backward
 instead of walking back through every operation of the forward. What the forward keeps for it is the
-choice this lesson measures (`cost.saved_bytes`):
+choice this lesson measures (`backward.cost.saved_bytes`):
 
     keep="inputs"   q, k, v, [g,] [beta,] S_0: the backward recomputes the factors and the states S_n
                     (flash-linear-attention's chunk_* also keep each chunk's L_inv; reported, fla-core 0.6.0)
