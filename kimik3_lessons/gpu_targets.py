@@ -47,6 +47,10 @@ MAX_SECONDS = 10.0
 # reports a row over it and goes on (`report`). (Fewer registers would not buy a second block per SM: that
 # takes <= 128 at 8 warps, far below what a [64, 64] float32 tile product on the CUDA cores needs.)
 MAX_REGISTERS = 248
+# fp16 products on a T4 (sm_75: no tensor-core path from Triton here, every product converted on the CUDA
+# cores) take more: KDA's intra-chunk kernel 246 with triton 3.9, 252 with 3.5.1 and 255 with 3.4, no spill.
+# For those rows the bound is the hardware's 255 and the check is the spill: no headroom is left there.
+MAX_REGISTERS_FP16_SM75 = 255
 
 
 def compile_mode():
@@ -238,6 +242,8 @@ def jobs(families, head_dims, chunk_sizes, targets, precisions_=None):
                     continue
                 for cap in targets:
                     kinds = precisions(cap) if "PRECISION" in kernel.arg_names else ("ieee",)
+                    if "backward" in users:          # a training run's products: float32 or half, never tf32
+                        kinds = tuple(k for k in kinds if k != "tf32")
                     for precision in (p for p in kinds if precisions_ is None or p in precisions_):
                         out.append((families, index, cap, precision, head_dim, chunk_size))
     return out
@@ -252,8 +258,9 @@ def problems(row, max_seconds=MAX_SECONDS, max_registers=MAX_REGISTERS):
     found = []
     if row["registers"] is None:
         found.append("ptxas -v reported no register count")
-    elif row["registers"] > max_registers:
-        found.append(f"uses {row['registers']} registers per thread, more than {max_registers}")
+    elif row["registers"] > (bound := MAX_REGISTERS_FP16_SM75 if (row.get("precision"), row.get("target"))
+                             == ("fp16", "sm_75") else max_registers):
+        found.append(f"uses {row['registers']} registers per thread, more than {bound}")
     if row["spill_bytes"]:
         found.append(f"spills {row['spill_bytes']} bytes to local memory")
     if row["shared_bytes"] > row["shared_limit"]:
