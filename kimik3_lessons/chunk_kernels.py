@@ -199,7 +199,8 @@ def mma(
     elif PRECISION == "fp16":
         return tl.dot(X.to(tl.float16), Y.to(tl.float16), acc=Acc)
     else:
-        return tl.dot(X.to(Acc.dtype), Y.to(Acc.dtype), acc=Acc, input_precision=PRECISION)
+        return tl.dot(X.to(Acc.dtype), Y.to(Acc.dtype), acc=Acc, input_precision=PRECISION,
+                      out_dtype=Acc.dtype)
 
 
 @triton.jit
