@@ -197,9 +197,10 @@ def mma(
     place a kernel of the course multiplies two tiles (`tl.dot`).
 
     fp16 is multiplied as TF32: a float16 number is exactly a TF32 number (the same 10-bit mantissa, a wider
-    exponent), so the products are those of float16 inputs, on the TF32 tensor cores from sm_80 on. A T4
-    (sm_75) has none that Triton uses, and there the same code runs on the CUDA cores with 30 fewer
-    registers than a float16 `tl.dot` (KDA's intra-chunk kernel: 216 against 246, triton 3.9)."""
+    exponent), so the products are those of float16 inputs, on the TF32 tensor cores from sm_80 on (at half
+    their float16 rate, reported; a training run there uses bf16). On a T4 (sm_75) Triton uses no tensor
+    cores for either, and the same code runs on the CUDA cores with 30 fewer registers than a float16
+    `tl.dot` (KDA's intra-chunk kernel: 216 against 246, triton 3.9)."""
     if PRECISION == "bf16":
         return tl.dot(X.to(tl.bfloat16), Y.to(tl.bfloat16), acc=Acc)
     elif PRECISION == "fp16":
