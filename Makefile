@@ -315,10 +315,10 @@ endif
 # wheels, past what CI's budget allows, so CI pairs Colab's triton with this machine's CPU torch (importing
 # torch does not import triton); `make test-colab COLAB_TORCH="torch==2.9.1"` runs with Colab's own torch
 # where disk and time allow. In it: the five GPU lessons of COLAB_LESSONS run whole with Colab's numpy (GPU cells rehearsed,
-# so every kernel runs interpreted), the compile table of every kernel at head size 128 checked
-# (`--check`) with Colab's triton and with the oldest the course supports (COLAB_OLDEST_TRITON; the newest
-# is .venv's, in `make test`), then numpy upgraded to the newest, as a laptop's install gets it, and the
-# kernel tests (once: CI's time budget). The tests and lessons run from a copy, so that they import the
+# so every kernel runs interpreted), the compile table of every kernel checked (`--check`) at head size
+# 128 with the oldest triton the course supports (COLAB_OLDEST_TRITON) and at head sizes 64 and 128 with
+# Colab's (the newest, .venv's, compiles head size 128 in `make test`: CI's time budget), then numpy
+# upgraded to the newest, as a laptop's install gets it, and the kernel tests (once: CI's time budget). The tests and lessons run from a copy, so that they import the
 # installed package. The environment is built once (like .venv); each run reinstalls the course and Colab's
 # numpy in it.
 # Tested: torch 2.13.0+cpu with triton 3.5.1 and numpy 2.0.2, then numpy 2.4.6; compile tables with triton
@@ -339,8 +339,9 @@ COLAB_ENV := HF_HUB_OFFLINE=1 KIMIK3_FIGURES="$(COLAB_SCRATCH)/figures" MPLBACKE
 	KIMIK3_REHEARSE=1
 COLAB_PYTEST := cd "$(COLAB_SCRATCH)" && $(COLAB_ENV) $(COLAB)/bin/python -m pytest -q -n $(WORKERS) \
 	-p no:cacheprovider
+# Followed by the head sizes to compile.
 COLAB_COMPILE := cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -m kimik3_lessons compile-kernels --check \
-	--head-dim 128 --workers $(WORKERS)
+	--workers $(WORKERS) --head-dim
 $(COLAB_STAMP): pyproject.toml
 	rm -rf $(COLAB) && $(PYTHON) -m venv $(COLAB)
 	$(COLAB)/bin/python -m pip install --quiet $(COLAB_TORCH) "triton==$(COLAB_TRITON)" "numpy==$(COLAB_NUMPY)"
@@ -356,13 +357,13 @@ test-colab: $(COLAB_STAMP) $(STAMP)
 	cp $(COLAB_LESSONS) "$(COLAB_SCRATCH)/notebooks/"
 	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(COLAB_SCRATCH)"/notebooks/*.ipynb
 	$(COLAB)/bin/python -c 'import triton; print("colab env: the oldest triton supported,", triton.__version__)'
-	$(COLAB_COMPILE)
+	$(COLAB_COMPILE) 128
 	$(COLAB)/bin/python -m pip install --quiet "triton==$(COLAB_TRITON)"
 	cd "$(COLAB_SCRATCH)" && $(COLAB)/bin/python -c 'import kimik3_lessons, numpy, torch, triton; \
 		assert "site-packages" in kimik3_lessons.__file__, kimik3_lessons.__file__; \
 		print("colab env: torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__, \
 		      "(Colab: torch $(COLAB_TORCH_VERSION))")'
-	$(COLAB_COMPILE)
+	$(COLAB_COMPILE) 64 128
 	$(COLAB_PYTEST) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 $(COLAB_LESSONS)
 	$(COLAB)/bin/python -m pip install --quiet --upgrade numpy
 	$(COLAB)/bin/python -c 'import numpy; print("colab env: newest numpy", numpy.__version__)'

@@ -1,6 +1,8 @@
-"""Every Triton kernel of the course compiles for a T4 (sm_75), an A100 (sm_80) and an H100 (sm_90), at head
-sizes 64 and 128, quickly, without spilling registers and within the target's shared memory: checked on
-a machine without a GPU (Triton compiles for a given target; ptxas from the triton wheel reports)."""
+"""Every Triton kernel of the course compiles for a T4 (sm_75), an A100 (sm_80) and an H100 (sm_90), quickly,
+without spilling registers and within the target's shared memory: checked on a machine without a GPU
+(Triton compiles for a given target; ptxas from the triton wheel reports). Here at head size 128 (two key
+blocks, SPLIT_K) with this environment's triton; `make test-colab` compiles head sizes 64 and 128 with
+Colab's triton and 128 with the oldest the course supports."""
 
 import importlib
 import json
@@ -37,7 +39,7 @@ def run(args, timeout):
 
 def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
     rows_file = tmp_path / "rows.json"
-    done = run(["--check", "--json", str(rows_file)], timeout=900)
+    done = run(["--check", "--head-dim", "128", "--json", str(rows_file)], timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     rows = json.loads(rows_file.read_text())
     for row in rows:
@@ -49,18 +51,16 @@ def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
     listed = {k.__name__ for _, _, k, *_ in gpu_targets.course_kernels(128, 64)}
     names = kernels_in_the_package()
     assert names == listed, f"kernels not compiled by gpu_targets: {names - listed}"
-    # each mixer's three forward steps and four backward steps, for each target and head size
+    # each mixer's three forward steps and four backward steps, for each target
     for family in mixers.MIXERS:
         for cap in (75, 80, 90):
-            for head_dim in (64, 128):
-                where = (f"sm_{cap}", head_dim)
-                backward_steps = {"outputs", "walk", "states", "intra-chunk backward"}
-                for direction, expected in (("forward", {"intra-chunk", "scan", "output"}),
-                                            ("backward", backward_steps)):
-                    steps = {row["kernel"].split(",")[0].split(":")[-1].strip() for row in rows
-                             if family in row["families"] and (row["target"], row["head_dim"]) == where
-                             and ("backward" in row["families"]) == (direction == "backward")}
-                    assert steps == expected, (family, direction, cap, head_dim, steps)
+            backward_steps = {"outputs", "walk", "states", "intra-chunk backward"}
+            for direction, expected in (("forward", {"intra-chunk", "scan", "output"}),
+                                        ("backward", backward_steps)):
+                steps = {row["kernel"].split(",")[0].split(":")[-1].strip() for row in rows
+                         if family in row["families"] and (row["target"], row["head_dim"]) == (f"sm_{cap}", 128)
+                         and ("backward" in row["families"]) == (direction == "backward")}
+                assert steps == expected, (family, direction, cap, steps)
     print(gpu_targets.table(rows))
 
 
@@ -80,7 +80,8 @@ def big_tile_kernel(a, b, c, M: tl.constexpr):
 
 
 def test_the_check_catches_spills_and_too_much_shared_memory(tmp_path):
-    """A negative control: a kernel built to spill must fail the same checks."""
+    """A negative control: a kernel built to spill must fail the same checks (16 warps: it still spills, and
+    ptxas assembles it in seconds, not the 20 that 4 warps' larger spill takes)."""
     (tmp_path / "spiller.py").write_text(SPILLING_KERNEL)
     script = textwrap.dedent(f"""
         import json, sys
@@ -88,7 +89,7 @@ def test_the_check_catches_spills_and_too_much_shared_memory(tmp_path):
         gpu_targets.compile_mode()
         sys.path.insert(0, {str(tmp_path)!r})
         import spiller
-        row = gpu_targets.compile_kernel(spiller.big_tile_kernel, dict(M=128), dict(num_warps=4),
+        row = gpu_targets.compile_kernel(spiller.big_tile_kernel, dict(M=128), dict(num_warps=16),
                                          {{"*": "*fp32"}}, 75)
         print(json.dumps(dict(row, problems=gpu_targets.problems(row))))
     """)
