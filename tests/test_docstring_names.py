@@ -25,7 +25,7 @@ SOURCES = sorted([*ROOT.glob("kimik3_lessons/**/*.py"), *ROOT.glob("tools/**/*.p
 KIT_MODULES = {p.stem: f"kimik3_lessons.exercises.{p.stem}"
                for p in ROOT.glob("kimik3_lessons/exercises/*.py") if p.stem != "__init__"}
 PACKAGE_MODULES = ({p.stem for p in ROOT.glob("kimik3_lessons/*.py")} | set(KIT_MODULES)
-                   | {"exercises", "kimik3_lessons"})
+                   | {p.parent.name for p in ROOT.glob("kimik3_lessons/*/__init__.py")} | {"kimik3_lessons"})
 LIBRARIES = {"torch", "triton", "tl", "np", "numpy", "fla", "nbformat", "matplotlib", "plt", "F", "nn"}
 NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 MATH = re.compile(r"[A-Za-z]{1,2}_[A-Za-z0-9]{1,2}")   # a subscripted symbol: `w_l`, `b_0`, `G_C`

@@ -163,6 +163,7 @@ def test_every_kernel_of_the_package_is_checked():
     call."""
     from kimik3_lessons import mixers
     modules = {key.rpartition(".")[0] for key in JIT}
-    assert modules == {*mixers.MIXERS, "chunk_kernels", "moe", "backward.kernels"}
+    assert modules == {*mixers.MIXERS, "chunk_kernels.device", "chunk_kernels.shared", "moe",
+                       "backward.kernels"}
     assert {"load_rows", "store_rows", "dot_rows", "times_state", "wy_slices", "decayed_scores_tile",
             "forward_substitution_tile"} <= HELPERS
