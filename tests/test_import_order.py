@@ -85,7 +85,7 @@ def package_imports(module):
     from pathlib import Path
     package = Path(__file__).parent.parent / "kimik3_lessons"
     is_package = (package / module).is_dir()
-    files = sorted((package / module).glob("*.py")) if is_package else [package / f"{module}.py"]
+    files = sorted((package / module).rglob("*.py")) if is_package else [package / f"{module}.py"]
     found = set()
     for node in (node for path in files for node in ast.walk(ast.parse(path.read_text()))):
         if isinstance(node, ast.ImportFrom) and node.module == "kimik3_lessons":

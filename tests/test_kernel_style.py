@@ -164,6 +164,7 @@ def test_every_kernel_of_the_package_is_checked():
     from kimik3_lessons import mixers
     modules = {key.rpartition(".")[0] for key in JIT}
     assert modules == {*mixers.MIXERS, "chunk_kernels.device", "chunk_kernels.shared", "moe",
-                       "backward.kernels"}
+                       "backward.kernels.device", "backward.kernels.shared", "backward.kernels.intra",
+                       "backward.kernels.intra_decay"}
     assert {"load_rows", "store_rows", "dot_rows", "times_state", "wy_slices", "decayed_scores_tile",
             "forward_substitution_tile"} <= HELPERS
