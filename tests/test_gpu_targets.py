@@ -58,7 +58,7 @@ def test_every_kernel_compiles_for_every_target_without_spills(tmp_path):
             for direction, expected in (("forward", {"intra-chunk", "scan", "output"}),
                                         ("backward", backward_steps)):
                 steps = {row["kernel"].split(",")[0].split(":")[-1].strip() for row in rows
-                         if family in row["families"] and (row["target"], row["head_dim"]) == (f"sm_{cap}", 128)
+                         if family in row["families"] and row["target"] == f"sm_{cap}"
                          and ("backward" in row["families"]) == (direction == "backward")}
                 assert steps == expected, (family, direction, cap, steps)
     print(gpu_targets.table(rows))
