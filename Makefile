@@ -353,7 +353,8 @@ test-colab: $(COLAB_STAMP) $(STAMP)
 	cp -r kimik3_lessons pyproject.toml README.md "$(COLAB_SCRATCH)/src/"
 	$(COLAB)/bin/python -m pip install --quiet "numpy==$(COLAB_NUMPY)" "triton==$(COLAB_OLDEST_TRITON)"
 	$(COLAB)/bin/python -m pip install --quiet --no-deps --force-reinstall "$(COLAB_SCRATCH)/src"
-	mkdir -p "$(COLAB_SCRATCH)/notebooks" && cp -r tests conftest.py "$(COLAB_SCRATCH)/"
+	mkdir -p "$(COLAB_SCRATCH)/notebooks" "$(COLAB_SCRATCH)/docs" && cp -r tests conftest.py "$(COLAB_SCRATCH)/"
+	cp docs/notebook_times.json "$(COLAB_SCRATCH)/docs/"              # conftest.py: the longest lessons first
 	cp $(COLAB_LESSONS) "$(COLAB_SCRATCH)/notebooks/"
 	$(BIN)/jupyter nbconvert --log-level=WARN --clear-output --inplace "$(COLAB_SCRATCH)"/notebooks/*.ipynb
 	$(COLAB)/bin/python -c 'import triton; print("colab env: the oldest triton supported,", triton.__version__)'

@@ -1,4 +1,5 @@
-"""For `pytest --nbval-lax notebooks/`: an exercise check cell must say "not attempted yet".
+"""For `pytest --nbval-lax notebooks/`: the notebooks run longest first, and an exercise check cell must say
+"not attempted yet".
 
 nbval runs every cell and fails on errors; `--nbval-lax` compares no outputs. A course run as committed
 (or as the student edition) has every exercise still a stub, so its check cell, `lab.exercise(...)`, must
@@ -6,7 +7,20 @@ print the ⬜ "not attempted yet" line: a ✅ would mean a solution leaked into 
 that rejects the stub for the wrong reason.
 """
 
+import json
+from pathlib import Path
+
 import pytest
+
+TIMES = Path(__file__).parent / "docs" / "notebook_times.json"      # each lesson's Run All (`make times`)
+
+
+def pytest_collection_modifyitems(items):
+    """The notebooks longest first, each one's cells in order, so that two workers (`--dist loadfile`) finish
+    together instead of one waiting on the longest lessons, which come last in the course; other tests keep
+    their order."""
+    seconds = json.loads(TIMES.read_text())["seconds"] if TIMES.exists() else {}
+    items.sort(key=lambda item: -seconds.get(item.path.name, 0.0) if item.path.suffix == ".ipynb" else 0.0)
 
 
 @pytest.hookimpl(hookwrapper=True)

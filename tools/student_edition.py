@@ -42,7 +42,7 @@ KEEP = ["kimik3_lessons", "notebooks", "figures", "tests", "benchmarks", "browse
 TEACHER_TESTS = ["tests/test_exercises.py", "tests/test_teaching_guide.py", "tests/test_student_edition.py",
                  "tests/test_notebook_exercise_cells.py", "tests/test_grading.py",
                  "tests/test_self_contained.py", "tests/test_translations.py"]
-LEAVE_OUT = ["solutions", "docs/teaching.md", "docs/notebook_times.json", "tools/student_edition.py",
+LEAVE_OUT = ["solutions", "docs/teaching.md", "tools/student_edition.py",
              "tools/nbgrader_export.py", "tools/notebook_times.py", "tools/site_pages.py",
              "tools/translations", *TEACHER_TESTS]
 EDITION_FILE = "kimik3_lessons/edition.py"          # HINTS = True / False: the checks' default
