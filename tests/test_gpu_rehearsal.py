@@ -356,3 +356,20 @@ def test_tf32_rows_meet_their_tolerance_with_tf32_s_arithmetic(mixer, gpu_arithm
         errors[precision] = max(lab.relative_error(o64, o), lab.relative_error(S64, S))
     assert errors["tf32"] <= gpu_bench.TOLERANCE["tf32"] and errors["ieee"] <= gpu_bench.TOLERANCE["ieee"]
     assert errors["tf32"] > 10 * errors["ieee"], errors
+
+
+@pytest.mark.parametrize("mixer", ["deltanet", "kda"])
+def test_the_float64_reference_in_groups_of_heads_is_the_reference_at_once(mixer):
+    """compare_training's reference, autograd through the float64 recurrence, taken a group of heads at a time
+    (a T4 cannot hold every head's steps at once): the same gradients as all heads at once, whatever the
+    group."""
+    family = mixers.get(mixer)
+    x = gpu_bench.inputs(mixer, 2, 3, 20, 8, torch.float32)
+    dO = torch.randn_like(x["v"])
+    leaves = {name: t.double().requires_grad_() for name, t in x.items()}
+    o, _ = family.recurrent(*leaves.values())
+    (o * dO.double()).sum().backward()
+    for budget in (1, 2.5e5, 1e12):                  # one head per group, a few, all at once
+        grads = gpu_bench.float64_gradients(family, x, dO, budget=budget)
+        for name, leaf in leaves.items():
+            torch.testing.assert_close(grads[name], leaf.grad, rtol=0, atol=1e-12)

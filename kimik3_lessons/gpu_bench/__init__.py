@@ -17,7 +17,12 @@ tests replace there, are called through it by the package's own modules too.
 from kimik3_lessons.gpu_bench.forward import FLOAT16_MAX, TOLERANCE, check, check_range, compare, forms
 from kimik3_lessons.gpu_bench.machine import check_cuda, cuda_problem, memory_bandwidth
 from kimik3_lessons.gpu_bench.table import RESULTS, print_rows, print_training_rows, record, write_table
-from kimik3_lessons.gpu_bench.training import GRADIENT_TOLERANCE, compare_training, training_forms
+from kimik3_lessons.gpu_bench.training import (
+    GRADIENT_TOLERANCE,
+    compare_training,
+    float64_gradients,
+    training_forms,
+)
 from kimik3_lessons.gpu_bench.warm import GPU_CELLS, warm_fla
 from kimik3_lessons.gpu_bench.workload import (
     batch_sizes,
@@ -32,6 +37,6 @@ from kimik3_lessons.gpu_bench.workload import (
 
 __all__ = ["FLOAT16_MAX", "GPU_CELLS", "GRADIENT_TOLERANCE", "RESULTS", "TOLERANCE", "batch_sizes", "check",
            "check_cuda", "check_range", "compare", "compare_training", "cuda_problem", "fla_dtype",
-           "fla_dtypes", "forms", "gpu_head_size", "head_size", "inputs", "memory_bandwidth", "precisions",
-           "print_rows", "print_training_rows", "record", "to_fla", "training_forms", "warm_fla",
-           "write_table"]
+           "fla_dtypes", "float64_gradients", "forms", "gpu_head_size", "head_size", "inputs",
+           "memory_bandwidth", "precisions", "print_rows", "print_training_rows", "record", "to_fla",
+           "training_forms", "warm_fla", "write_table"]

@@ -52,24 +52,49 @@ def training_forms(mixer, x, dtype):
     return calls, dO
 
 
+def float64_gradients(family, x, dO, budget=None):
+    """{input: gradient} of sum(o * dO) for the inputs x (each [B, H, T, ...]): autograd through `family`'s
+    float64 recurrence, a group of heads at a time (the heads are independent). Autograd keeps every step
+    of the recurrence: for KDA at B = 2, H = 16, T = 8192 and head size 64, about 17 GiB at once, past a
+    T4's 15. A group keeps at most `budget` bytes (default: half the GPU's free memory; in the rehearsal
+    one head's, so that the groups run there too), as one head's first 64 tokens measure it
+    (`backward.cost.saved_bytes`), scaled to T."""
+    from kimik3_lessons.backward import cost
+    B, H, T = x["q"].shape[:3]
+    heads = {name: t.double().flatten(0, 1).unsqueeze(0) for name, t in x.items()}      # [1, B*H, ...]
+    dO = dO.double().flatten(0, 1).unsqueeze(0)
+    probe = {name: t[:, :1, :64].clone().requires_grad_() for name, t in heads.items()}
+    _, per_head = cost.saved_bytes(family.recurrent, *probe.values())
+    per_head *= T / probe["q"].shape[2]
+    if budget is None:
+        budget = torch.cuda.mem_get_info()[0] / 2 if lab.on_gpu() else per_head
+    group = max(1, int(budget // per_head))
+    grads = {name: torch.empty_like(t) for name, t in heads.items()}
+    for i in range(0, B * H, group):
+        leaves = {name: t[:, i:i + group].clone().requires_grad_() for name, t in heads.items()}
+        o, _ = family.recurrent(*leaves.values())
+        (o * dO[:, i:i + group]).sum().backward()
+        for name, leaf in leaves.items():
+            grads[name][:, i:i + group] = leaf.grad
+    return {name: t.squeeze(0).unflatten(0, (B, H)) for name, t in grads.items()}
+
+
 def compare_training(mixer, D, repeat=None):
     """Forward plus backward of `mixer` at head size D, every form of `training_forms`: the gradients of
     sum(o * dO) with respect to q, k, v, [g,] [beta] against autograd through the float64 recurrence on the
-    same rounded inputs (the largest relative error over the inputs), then all timed in turn; print, record
-    (kind "train") and return the rows. AssertionError past `GRADIENT_TOLERANCE`."""
+    same rounded inputs (`float64_gradients`; the largest relative error over the inputs), then all timed
+    in turn; print, record (kind "train") and return the rows. AssertionError past `GRADIENT_TOLERANCE`."""
     # the rehearsal: three chunks, the last padded
     B, H, T = lab.sizes(cpu=(1, 2, 40), gpu=gpu_bench.batch_sizes())
     dtype = fla_dtype()
     family = mixers.get(mixer)
     x = gpu_bench.inputs(mixer, B, H, T, D, dtype)
     calls, dO = training_forms(mixer, x, dtype)
-    leaves = {name: t.double().requires_grad_() for name, t in x.items()}
-    o64, _ = family.recurrent(*leaves.values())
-    (o64 * dO.double()).sum().backward()
+    reference = float64_gradients(family, x, dO)
     rows = []
     for name, (fn, args, precision) in calls.items():
         _, grads = fn(*args)
-        errors = {n: lab.relative_error(leaves[n].grad, grads[n]) for n in x}
+        errors = {n: lab.relative_error(reference[n], grads[n]) for n in x}
         rows.append(dict(kind="train", mixer=mixer, B=B, H=H, T=T, D=D, form=name, precision=precision,
                          gradient_error=max(errors.values()), worst=max(errors, key=errors.get),
                          tolerance=GRADIENT_TOLERANCE[precision]))
