@@ -121,3 +121,19 @@ def test_the_script_runs_without_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("https://github.com/")
+
+
+@pytest.mark.parametrize("where, installs", [
+    ({"modules": {"google.colab"}, "environ": {}}, True),                               # Colab
+    ({"modules": set(), "environ": {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}}, True),   # Kaggle
+    ({"modules": set(), "environ": {}}, False)])                                       # a course checkout
+def test_the_first_cell_installs_the_course_on_colab_and_kaggle_only(where, installs):
+    """The site's buttons open each lesson on Colab and on Kaggle: there the first cell must install the
+    course (else the next import fails), and nowhere else (a checkout has it installed, editable)."""
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cell = next(c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        condition = next(line for line in "".join(cell["source"]).splitlines() if line.startswith("if "))
+        test = condition.removeprefix("if ").split(":  #")[0].rstrip(":")
+        namespace = {"sys": type("sys", (), {"modules": where["modules"]}),
+                     "os": type("os", (), {"environ": where["environ"]})}
+        assert eval(test, namespace) is installs, (nb.name, test)
