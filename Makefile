@@ -247,12 +247,14 @@ bench: $(STAMP)
 		$(BIN)/python $$script || status=1; \
 	done; exit $$status
 
-# The MQAR sweep lesson 12 plots (one worker of one thread; lesson 12 prints what it cost). Resumable:
-# one file per run in benchmarks/results/mqar_sweep/, a run whose file exists is skipped; the summary is
-# benchmarks/results/mqar_sweep_summary.json, assembled from the files after every run.
+# The MQAR sweep lesson 12 plots: SWEEP_WORKERS runs at a time, one thread each (one by default, which
+# leaves a 2-core machine usable; `make sweep SWEEP_WORKERS=2` on two idle cores; lesson 12 prints what
+# it cost). Resumable: one file per run in benchmarks/results/mqar_sweep/, a run whose file exists is
+# skipped; the summary is benchmarks/results/mqar_sweep_summary.json, assembled after every run.
+SWEEP_WORKERS ?= 1
 .PHONY: sweep
 sweep: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mqar_sweep.py --workers $(SWEEP_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kimik3_lessons tests benchmarks notebooks solutions tools browser_tests conftest.py \

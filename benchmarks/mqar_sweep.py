@@ -258,6 +258,10 @@ SAME_COMPUTATION = {
     "kimik3_lessons/recall_training.py:answer_kinds": {
         "65838ac4d5f6f1d6": "the answer counter is made on the inputs' device (device=inputs.device, for a "
                             "GPU); the runs' inputs were on the CPU, where it is the same tensor as before"},
+    "kimik3_lessons/recall_training.py:parameter_groups": {
+        "96364560de534327": "a parameter flagged `_no_weight_decay` (AttnRes's tables, lesson 11) joins the "
+                            "undecayed group; no model of the sweep has one (tests/test_mqar.py checks), so "
+                            "its groups are the same as before"},
 }
 
 

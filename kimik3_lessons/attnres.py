@@ -2,7 +2,7 @@
 
 A plain residual stream adds every sublayer output with weight one,
 
-    h_l = h_1 + sum_{i<l} f_i(h_i),
+    h_l = h_0 + sum_{i<l} f_i(h_i),      (h_0 the embedding, f_i sublayer i with its own RMSNorm)
 
 so the stream grows with depth and a late layer must shout to be heard. Attention Residuals
 (arXiv 2603.15031) replace the sum by attention over depth: one learned pseudo-query `w_l` per mix point
@@ -132,6 +132,8 @@ class BlockAttnRes(nn.Module):
         self.dim, self.num_layers, self.block_size, self.norm_eps = dim, num_layers, block_size, norm_eps
         self.queries = nn.Parameter(torch.zeros(2 * num_layers + 1, dim))
         self.norm_weights = nn.Parameter(torch.ones(2 * num_layers + 1, dim))
+        for table in (self.queries, self.norm_weights):  # a vector per mix point, stored as one table's rows:
+            table._no_weight_decay = True                 # trained as vectors (recall_training.parameter_groups)
 
     @property
     def block_sublayers(self):
@@ -182,7 +184,7 @@ class ToyStack(nn.Module):
     "full" (full AttnRes: every sublayer output is a source). Maps x [..., d_in] to y [..., d_out].
 
     `forward(x, trace=...)` with a dict records, per mix point p = 0 … 2·num_layers, what the sublayers read:
-    trace["embedding"] = h_1; trace["inputs"][p] = the hidden state entering sublayer p (p = 2·num_layers:
+    trace["embedding"] = h_0; trace["inputs"][p] = the hidden state entering sublayer p (p = 2·num_layers:
     the final norm); trace["outputs"][p] = f_p(that input); trace["weights"][p] = the depth weights
     alpha [n_sources, ...] (None for plain residuals).
     """

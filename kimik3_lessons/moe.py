@@ -46,7 +46,7 @@ def _check_pair(gate, up):
 def situ(gate, up, beta=4.0, linear_beta=25.0):
     """SiTU-GLU, as separate PyTorch ops, computed in float32 (float64 stays float64):
 
-        gate' = beta tanh(gate / beta) sigmoid(gate)      (SiLU with its input soft-capped at ±beta)
+        gate' = beta tanh(gate / beta) sigmoid(gate)      (SiLU with its linear factor soft-capped at ±beta)
         up'   = lb tanh(up / lb)                          (lb = linear_beta; None leaves up as is)
         out   = gate' * up'                               same shape and dtype as gate
     """
@@ -83,7 +83,8 @@ def _exp(x):
 def _tanh(x):
     """tanh from exp, safe at both ends. tanh|x| = (1 - e^{-2|x|}) / (1 + e^{-2|x|}) never overflows
     (e^{-2|x|} <= 1); for |x| < 1/8 the odd series x - x^3/3 + 2x^5/15 avoids the cancellation in
-    1 - e^{-2|x|} (its error there, 17|x|^7/315, is below float32's rounding)."""
+    1 - e^{-2|x|} (its truncation error, 17|x|^7/315, is 2e-7 relative at |x| = 1/8, a few float32 ulp,
+    about what the cancellation costs the exp form just above)."""
     a = tl.abs(x)
     E = _exp(-2.0 * a)
     t = (1.0 - E) / (1.0 + E)

@@ -63,12 +63,13 @@ def parameter_groups(model, weight_decay):
     """AdamW's two groups: `weight_decay` on the matrices (projections, embeddings, convolution filters),
     none on the vectors: the gate parameters `A_log` and `dt_bias`, the norms' scales and the biases, as
     flash-linear-attention trains its layers (a no-weight-decay flag on A_log and dt_bias; biases and
-    norms by name). Weight decay would pull a gate parameter toward 0 all through training. Frozen
-    parameters are left out."""
+    norms by name), and none on a table of vectors flagged `_no_weight_decay` (AttnRes's pseudo-queries
+    and key-norm weights, one row per mix point). Weight decay would pull a gate parameter toward 0 all
+    through training. Frozen parameters are left out."""
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)
+            (decay if p.ndim >= 2 and not getattr(p, "_no_weight_decay", False) else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

@@ -113,10 +113,16 @@ def _error_after_passes_worst_pair(keys, values, rule, passes):
     return am.recall_error(S, keys, values).max().item()
 
 
+def _householder_write_without_the_matrix(S, k, v, beta):
+    """S + beta k^T (v - kS): the right memory, the D x D matrix never built."""
+    return S + beta * torch.outer(k, v - k @ S)
+
+
 WRONG_ANSWERS = {
     "04.1": [_delta_recall_writes_v, _delta_recall_no_beta, _delta_recall_reads_at_write_time,
              _delta_recall_by_store, _delta_recall_transposed_memory],
     "04.2": [_householder_write_beta_missing_on_write, _householder_write_erase_after_write,
-             _householder_write_by_delta_write, _householder_write_erase_without_beta],
+             _householder_write_by_delta_write, _householder_write_erase_without_beta,
+             _householder_write_without_the_matrix],
     "04.3": [_error_after_passes_fresh_memory, _error_after_passes_one_short, _error_after_passes_worst_pair],
 }

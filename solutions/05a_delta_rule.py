@@ -66,6 +66,27 @@ def _forward_substitution_by_module(A):
     return deltanet.forward_substitution(A)
 
 
+def _forward_substitution_appending_rows(A):
+    """The module's way, rows appended by torch.cat: the right matrix, not the in-place loop asked for."""
+    C = A.shape[-1]
+    I = torch.eye(C, dtype=A.dtype).expand(A.shape)
+    L_inv = I[..., :1, :]
+    for i in range(1, C):
+        row = torch.cat([-(A[..., i:i + 1, :i] @ L_inv[..., :, :i]), I[..., i:i + 1, i:]], dim=-1)
+        L_inv = torch.cat([L_inv, row], dim=-2)
+    return L_inv
+
+
+def _forward_substitution_neumann(A):
+    """(I + A)^{-1} = sum over n < C of (-A)^n (A is nilpotent): the right matrix, no substitution at all."""
+    term = torch.eye(A.shape[-1], dtype=A.dtype).expand(A.shape)
+    total = term
+    for _ in range(1, A.shape[-1]):
+        term = -(term @ A)
+        total = total + term
+    return total
+
+
 def _forward_substitution_skips_last_row(A):
     """range(1, C - 1): off by one, the last row is never finished."""
     X = -A.clone()
@@ -110,6 +131,7 @@ def _wy_form_without_beta_in_A(k, v, beta):
 WRONG_ANSWERS = {"05a.1": [_forward_substitution_no_identity, _forward_substitution_full_row,
                            _forward_substitution_from_original, _forward_substitution_overwrites_A,
                            _forward_substitution_by_inverse, _forward_substitution_by_module,
-                           _forward_substitution_skips_last_row],
+                           _forward_substitution_skips_last_row, _forward_substitution_appending_rows,
+                           _forward_substitution_neumann],
                  "05a.2": [_wy_form_beta_on_columns, _wy_form_with_diagonal, _wy_form_u_without_beta,
                            _wy_form_by_module, _wy_form_without_beta_in_A]}

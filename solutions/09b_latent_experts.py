@@ -105,8 +105,20 @@ def _situ_caps_swapped(g, u, beta=4.0, linear_beta=25.0):
     return linear_beta * _tanh(g / linear_beta) * _sigmoid(g) * beta * _tanh(u / beta)
 
 
+def _situ_by_sinh_cosh_and_logsigmoid(g, u, beta=4.0, linear_beta=25.0):
+    """tanh as sinh / cosh and the sigmoid as exp(logsigmoid): right values, and transcendental functions the
+    kernel does not use."""
+    def tanh(x):
+        x = x.clamp(-20, 20)
+        return torch.sinh(x) / torch.cosh(x)
+    gate = beta * tanh(g / beta) * torch.exp(torch.nn.functional.logsigmoid(g))
+    up = u if linear_beta is None else linear_beta * tanh(u / linear_beta)
+    return gate * up
+
+
 WRONG_ANSWERS = {
     "09b.1": [_finer_experts_same_top_k, _finer_experts_shared_unchanged, _finer_experts_always_halved],
     "09b.2": [_situ_up_not_capped, _situ_gate_without_sigmoid, _situ_no_series, _situ_tanh_overflows,
-              _situ_with_torch_tanh, _situ_in_float64, _situ_caps_swapped],
+              _situ_with_torch_tanh, _situ_in_float64, _situ_caps_swapped,
+              _situ_by_sinh_cosh_and_logsigmoid],
 }

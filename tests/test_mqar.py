@@ -225,6 +225,25 @@ def test_no_weight_decay_on_gates_norms_and_biases():
     assert any(isinstance(m, torch.nn.Embedding) and id(m.weight) in ids(decayed) for m in model.modules())
 
 
+def test_tables_of_vectors_are_not_decayed_and_no_model_of_the_sweep_has_one():
+    """AttnRes's [2L + 1, D] tables (a pseudo-query and a key-norm weight per mix point) are trained as the
+    vectors they are, without weight decay. The committed sweep ran before that flag existed, and
+    mqar_sweep.SAME_COMPUTATION calls its groups unchanged: no model of its grid has a flagged table."""
+    from kimik3_lessons import kimik3
+    model = kimik3.KimiK3(kimik3.KimiK3Config.tiny())
+    decayed, exempt = ({id(p) for p in g["params"]} for g in recall_training.parameter_groups(model, 0.1))
+    tables = [model.attn_res.queries, model.attn_res.norm_weights]
+    assert all(t.ndim == 2 and id(t) in exempt and id(t) not in decayed for t in tables)
+    sweep = load_sweep()
+    grid = sweep.GRIDS["full"]
+    points = sweep.lesson11_points("full") + [p for stage in grid["stages"] for p in sweep.search_points("full", stage)]
+    tasks = [mqar.MQARTask(seq_len=64, num_pairs=4, **sweep.TASK)]
+    for point in points:
+        torch.manual_seed(0)
+        model = mqar.RecallModel(sweep.model_config({**point, "width": 32}, tasks))
+        assert not any(getattr(p, "_no_weight_decay", False) for p in model.parameters()), point
+
+
 def test_a_gate_without_weight_decay_keeps_its_value():
     """With no gradient, AdamW's decoupled decay alone moves a decayed parameter and leaves the gates."""
     torch.manual_seed(0)

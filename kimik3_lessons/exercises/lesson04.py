@@ -4,6 +4,7 @@ import torch
 
 from kimik3_lessons import associative_memory as am
 from kimik3_lessons.exercises import (
+    Watch,
     Wrong,
     attempt,
     exercise,
@@ -85,7 +86,8 @@ def check_householder_write(householder_write):
         k = r * k / k.norm()
         v = torch.randn(D_v, dtype=F64)
         ref = am.delta_write(S, k, v, beta)
-        out = attempt(householder_write, S.clone(), k.clone(), v.clone(), beta)
+        with Watch() as watch:
+            out = attempt(householder_write, S.clone(), k.clone(), v.clone(), beta)
         expect_tensor("the new memory", out, (D, D_v), dtype=F64)
         I = torch.eye(D, dtype=F64)
         known = [(hint("the write term is missing beta: (I - beta k^T k) S + beta k^T v"),
@@ -95,7 +97,13 @@ def check_householder_write(householder_write):
         worst = max(worst, compare(f"the new memory (||k|| = {r:.2f}, beta = {beta})", ref, out, known,
                                    hint=hint("I - beta k^T k is torch.eye(D) - beta * torch.outer(k, k); it "
                                              "multiplies S from the left.")))
-    return f"equals am.delta_write for 4 keys and betas (largest relative error {worst:.0e})"
+        if (D, D) not in watch.shapes:
+            raise Wrong(f"the result is right, but no {D} x {D} matrix was built (D = {D}, the value width "
+                        f"{D_v}): the exercise asks for the Householder form, I - beta k^T k times S",
+                        hint=hint("build the matrix itself, torch.eye(D) - beta * torch.outer(k, k), then multiply "
+                                  "S by it from the left."))
+    return (f"equals am.delta_write for 4 keys and betas (largest relative error {worst:.0e}), through the "
+            f"{D} x {D} matrix I - beta k^T k")
 
 
 def reference_error_after_passes(keys, values, rule, passes):

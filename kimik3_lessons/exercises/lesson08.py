@@ -69,8 +69,12 @@ def check_absorbed_head(absorbed_head):
             out = attempt(absorbed_head, q_nope[0, h, 0], q_rope[0, h, 0], W_uk[h], W_uv[h], cache.c[0],
                           cache.k_rope[0])
         widths = (d_n, cfg.v_head_dim, d_n + d_r)              # a key, a value, a key with its rotary part
-        per_token = {(S, w) for w in widths} | {(w, S) for w in widths}
-        built = sorted(per_token & watch.shapes)
+        built = sorted(shape for shape in watch.shapes if S in shape and any(w in shape for w in widths))
+        fewer = S - 6                                          # the same head over fewer cached tokens
+        with Watch() as shorter:
+            attempt(absorbed_head, q_nope[0, h, 0], q_rope[0, h, 0], W_uk[h], W_uv[h], cache.c[0, :fewer],
+                    cache.k_rope[0, :fewer])
+        per_token_ops = (watch.num_ops - shorter.num_ops) / (S - fewer)   # 0 unless it loops over the tokens
         with part("the outputs"):
             expect_tensor(f"head {h}'s output", out, (cfg.v_head_dim,), dtype=F64)
             if not matches(ref[h], out):
@@ -89,6 +93,12 @@ def check_absorbed_head(absorbed_head):
                             f"every one of the S = {S} cached tokens, which the absorbed form never makes",
                             hint=hint("q_c = W_uk^T q_n scores the latents directly (c q_c), and W_uv "
                                       "multiplies the averaged latent p c, one vector of d_c numbers."))
+            if per_token_ops >= 1:
+                raise Wrong(f"your function runs {per_token_ops:.0f} more operations per cached token ({S} "
+                            f"tokens: {watch.num_ops}, {fewer}: {shorter.num_ops}): it works token by token, "
+                            f"a key or a value at a time, which the absorbed form never does",
+                            hint=hint("no loop over the cache: score all S latents at once (c q_c), and "
+                                      "up-project once, after the weighted sum."))
     return (f"all {cfg.num_heads} heads equal attend_explicit over {S} cached latents (RoPE on), relative "
             f"error {worst:.0e}")
 
