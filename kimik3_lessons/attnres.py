@@ -124,6 +124,10 @@ class BlockAttnRes(nn.Module):
     2l + 1 (before the MLP) and 2·num_layers (the final one); the norm weights likewise.
     """
 
+    # A vector per mix point, stored as the rows of one table: trained as vectors, without weight decay
+    # (recall_training.parameter_groups reads this).
+    no_weight_decay_tables = ("queries", "norm_weights")
+
     def __init__(self, dim, num_layers, block_size=12, norm_eps=1e-6):
         super().__init__()
         if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
@@ -132,8 +136,6 @@ class BlockAttnRes(nn.Module):
         self.dim, self.num_layers, self.block_size, self.norm_eps = dim, num_layers, block_size, norm_eps
         self.queries = nn.Parameter(torch.zeros(2 * num_layers + 1, dim))
         self.norm_weights = nn.Parameter(torch.ones(2 * num_layers + 1, dim))
-        for table in (self.queries, self.norm_weights):  # a vector per mix point, stored as one table's rows:
-            table._no_weight_decay = True                 # trained as vectors (recall_training.parameter_groups)
 
     @property
     def block_sublayers(self):

@@ -3,9 +3,9 @@ every mixer (benchmarks/mqar_sweep.py).
 
 - `answer_loss`, `accuracy`: cross-entropy and argmax accuracy at the answer positions only;
   `answer_kinds`: what the answers were (the right value, another value of the same sequence, a value the
-  sequence does not hold, not a value at all), which separates binding a value to its key from holding it
+  sequence does not hold, not a value at all): a value of the sequence given to the wrong key, or not
 - `parameter_groups`: AdamW's groups as flash-linear-attention trains its layers: no weight decay on the
-  gate parameters (`A_log`, `dt_bias`), the norms' scales and the biases
+  gate parameters (`A_log`, `dt_bias`), the norms' scales, the biases and AttnRes's tables of vectors
 - `TrainConfig`, `train`: AdamW on fresh batches, warm-up and cosine decay, a fixed budget of steps (or an
   early stop at a target held-out accuracy), the final accuracy on other sequences
 """
@@ -63,13 +63,14 @@ def parameter_groups(model, weight_decay):
     """AdamW's two groups: `weight_decay` on the matrices (projections, embeddings, convolution filters),
     none on the vectors: the gate parameters `A_log` and `dt_bias`, the norms' scales and the biases, as
     flash-linear-attention trains its layers (a no-weight-decay flag on A_log and dt_bias; biases and
-    norms by name), and none on a table of vectors flagged `_no_weight_decay` (AttnRes's pseudo-queries
-    and key-norm weights, one row per mix point). Weight decay would pull a gate parameter toward 0 all
-    through training. Frozen parameters are left out."""
+    norms by name), and none on the tables of vectors a module names in `no_weight_decay_tables` (AttnRes's
+    pseudo-queries and key-norm weights, one row per mix point). Weight decay would pull a gate parameter
+    toward 0 all through training. Frozen parameters are left out."""
+    tables = {id(getattr(m, name)) for m in model.modules() for name in getattr(m, "no_weight_decay_tables", ())}
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
-            (decay if p.ndim >= 2 and not getattr(p, "_no_weight_decay", False) else no_decay).append(p)
+            (decay if p.ndim >= 2 and id(p) not in tables else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

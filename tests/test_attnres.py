@@ -135,7 +135,7 @@ def test_plain_stack_is_the_running_sum():
     trace = {}
     x = torch.randn(3, 6, dtype=torch.float64)
     y = model(x, trace=trace)
-    h_last = trace["embedding"] + sum(trace["outputs"])  # h_L = h_1 + sum_i f_i(h_i)
+    h_last = trace["embedding"] + sum(trace["outputs"])  # h_L = h_0 + sum_i f_i(h_i)
     lab.check_close("last input = the running sum", h_last, trace["inputs"][-1], rtol=1e-12)
     lab.check_close("output", model.head(model.norm(h_last)), y, rtol=1e-12)
 

@@ -4,6 +4,7 @@ attention's layers), the models (mqar: every mixer trains with finite gradients,
 they claim to change, the state sizes match the real caches, attention learns the smallest setting), and
 the sweep (benchmarks/mqar_sweep.py: resumable, the rate chosen on held-out accuracy)."""
 
+import copy
 import dataclasses
 import importlib.util
 import json
@@ -227,13 +228,16 @@ def test_no_weight_decay_on_gates_norms_and_biases():
 
 def test_tables_of_vectors_are_not_decayed_and_no_model_of_the_sweep_has_one():
     """AttnRes's [2L + 1, D] tables (a pseudo-query and a key-norm weight per mix point) are trained as the
-    vectors they are, without weight decay. The committed sweep ran before that flag existed, and
-    mqar_sweep.SAME_COMPUTATION calls its groups unchanged: no model of its grid has a flagged table."""
+    vectors they are, without weight decay, in a copy too. The committed sweep ran before that rule existed,
+    and mqar_sweep.SAME_COMPUTATION calls its groups unchanged: no model of its grid has such a table."""
     from kimik3_lessons import kimik3
     model = kimik3.KimiK3(kimik3.KimiK3Config.tiny())
     decayed, exempt = ({id(p) for p in g["params"]} for g in recall_training.parameter_groups(model, 0.1))
     tables = [model.attn_res.queries, model.attn_res.norm_weights]
     assert all(t.ndim == 2 and id(t) in exempt and id(t) not in decayed for t in tables)
+    copied = copy.deepcopy(model)                                    # a copy keeps them exempt
+    exempt = {id(p) for p in recall_training.parameter_groups(copied, 0.1)[1]["params"]}
+    assert id(copied.attn_res.queries) in exempt and id(copied.attn_res.norm_weights) in exempt
     sweep = load_sweep()
     grid = sweep.GRIDS["full"]
     points = sweep.lesson11_points("full") + [p for stage in grid["stages"] for p in sweep.search_points("full", stage)]
@@ -241,7 +245,7 @@ def test_tables_of_vectors_are_not_decayed_and_no_model_of_the_sweep_has_one():
     for point in points:
         torch.manual_seed(0)
         model = mqar.RecallModel(sweep.model_config({**point, "width": 32}, tasks))
-        assert not any(getattr(p, "_no_weight_decay", False) for p in model.parameters()), point
+        assert not any(getattr(m, "no_weight_decay_tables", ()) for m in model.modules()), point
 
 
 def test_a_gate_without_weight_decay_keeps_its_value():

@@ -245,7 +245,8 @@ class Watch:
 
     - `count`: package functions whose direct calls are counted (`watch.calls[f]`, with their arguments
       in `watch.arguments[f]`);
-    - every aten operation it launches (`watch.ops`, a Counter by name), the dtypes and shapes it makes.
+    - every aten operation it launches (`watch.ops`, a Counter by name), the dtypes and shapes it makes,
+      and how many of them write into a tensor in place (`watch.writes`).
 
     `watch.verdict(task)` then raises Wrong naming an op in `forbid_ops` (a method the exercise rules out).
     The exercise's forbidden functions are refused by `attempt` itself, Watch or not."""
@@ -256,6 +257,7 @@ class Watch:
         self.calls = Counter()
         self.arguments = {f: [] for f in count}
         self.ops, self.dtypes, self.shapes = Counter(), set(), set()
+        self.writes = 0                      # ops that write into a tensor they were given (in place)
 
     def record(self, f, frame):
         self.calls[f] += 1
@@ -268,6 +270,7 @@ class Watch:
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
                 watch.ops[func.overloadpacket.__name__.rstrip("_")] += 1
+                watch.writes += func._schema.is_mutable
                 for t in out if isinstance(out, (tuple, list)) else (out,):
                     if isinstance(t, torch.Tensor):
                         watch.dtypes.add(t.dtype)

@@ -23,7 +23,7 @@ from kimik3_lessons.exercises import (
 F64 = torch.float64
 SOLVERS = ("linalg_inv_ex", "linalg_inv", "inverse", "_linalg_solve_ex", "linalg_solve",
            "linalg_solve_triangular", "triangular_solve", "linalg_lu_factor_ex", "linalg_lu_solve",
-           "cholesky_inverse", "linalg_pinv")
+           "cholesky_inverse", "linalg_pinv", "linalg_lstsq")
 
 
 def _chunk(N, C, K, V):
@@ -73,10 +73,10 @@ def check_forward_substitution_in_place(forward_substitution_in_place):
         inverse = torch.linalg.inv(I + A)
         worst_inv = max(worst_inv, expect_close(f"(I + A)^{{-1}} against torch.linalg.inv, for {what}",
                                                 inverse, out, rtol=1e-8, hint=how))
-        if watch.ops["cat"] or watch.ops["stack"] or watch.ops["copy"] < C - 1:
-            raise Wrong(f"`forward_substitution_in_place` is not the in-place loop: it wrote "
-                        f"{watch.ops['copy']} rows into a buffer for C = {C} (the loop writes C - 1 = {C - 1}) "
-                        f"and joined tensors {watch.ops['cat'] + watch.ops['stack']} times (the loop, never)",
+        if watch.ops["cat"] or watch.ops["stack"] or watch.writes < C - 1:
+            raise Wrong(f"`forward_substitution_in_place` is not the in-place loop: it wrote into a tensor in "
+                        f"place {watch.writes} times for C = {C} (the loop writes its C - 1 = {C - 1} rows) and "
+                        f"joined tensors {watch.ops['cat'] + watch.ops['stack']} times (the loop, never)",
                         hint=hint("one buffer, rows overwritten: X = -A.clone(), then X[..., i, :i] = ... for "
                                   "i = 1 ... C - 1; no torch.cat or torch.stack, no power series."))
     return (f"C = {C}: equals deltanet.forward_substitution (relative error {worst_rows:.0e}) and "
