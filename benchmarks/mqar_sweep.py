@@ -259,9 +259,9 @@ SAME_COMPUTATION = {
         "65838ac4d5f6f1d6": "the answer counter is made on the inputs' device (device=inputs.device, for a "
                             "GPU); the runs' inputs were on the CPU, where it is the same tensor as before"},
     "kimik3_lessons/recall_training.py:parameter_groups": {
-        "96364560de534327": "the tables a module names in `no_weight_decay_tables` (AttnRes's, lesson 11) join "
-                            "the undecayed group; no model of the sweep has one (tests/test_mqar.py checks), so "
-                            "its groups are the same as before"},
+        "96364560de534327": "the tables a module names in `no_weight_decay_tables` (AttnRes's, lesson "
+                            "11) join the undecayed group; no model of the sweep has one (tests/test_mqar.py "
+                            "checks), so its groups are the same as before"},
 }
 
 

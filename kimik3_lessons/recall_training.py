@@ -66,7 +66,8 @@ def parameter_groups(model, weight_decay):
     norms by name), and none on the tables of vectors a module names in `no_weight_decay_tables` (AttnRes's
     pseudo-queries and key-norm weights, one row per mix point). Weight decay would pull a gate parameter
     toward 0 all through training. Frozen parameters are left out."""
-    tables = {id(getattr(m, name)) for m in model.modules() for name in getattr(m, "no_weight_decay_tables", ())}
+    tables = {id(getattr(m, name)) for m in model.modules()
+              for name in getattr(m, "no_weight_decay_tables", ())}
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:

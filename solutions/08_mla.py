@@ -74,7 +74,8 @@ def _merged_output_in_float32(layer):
 
 
 def _absorbed_head_token_by_token(q_n, q_r, W_uk, W_uv, c, k_r):
-    """A key and a value per cached token, one at a time (no [S, width] tensor): the explicit path in a loop."""
+    """A key and a value per cached token, one at a time (no [S, width] tensor): the explicit path in a
+    loop."""
     scale = (q_n.shape[0] + q_r.shape[0]) ** -0.5
     scores = torch.stack([(q_n @ (W_uk @ c[s]) + q_r @ k_r[s]) * scale for s in range(c.shape[0])])
     p = torch.softmax(scores, dim=0)
@@ -83,6 +84,7 @@ def _absorbed_head_token_by_token(q_n, q_r, W_uk, W_uv, c, k_r):
 
 WRONG_ANSWERS = {
     "08.1": [_absorbed_head_no_scale, _absorbed_head_latent_width_scale, _absorbed_head_no_rope_part,
-             _absorbed_head_explicit, _absorbed_head_uk_not_transposed, _absorbed_head_token_by_token],
+             _absorbed_head_explicit, _absorbed_head_uk_not_transposed,
+             _absorbed_head_token_by_token],
     "08.2": [_merged_output_channel_major, _merged_output_key_projection, _merged_output_in_float32],
 }

@@ -240,7 +240,8 @@ def test_tables_of_vectors_are_not_decayed_and_no_model_of_the_sweep_has_one():
     assert id(copied.attn_res.queries) in exempt and id(copied.attn_res.norm_weights) in exempt
     sweep = load_sweep()
     grid = sweep.GRIDS["full"]
-    points = sweep.lesson11_points("full") + [p for stage in grid["stages"] for p in sweep.search_points("full", stage)]
+    points = sweep.lesson11_points("full") + [p for stage in grid["stages"]
+                                              for p in sweep.search_points("full", stage)]
     tasks = [mqar.MQARTask(seq_len=64, num_pairs=4, **sweep.TASK)]
     for point in points:
         torch.manual_seed(0)

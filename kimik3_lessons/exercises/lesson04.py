@@ -100,8 +100,8 @@ def check_householder_write(householder_write):
         if (D, D) not in watch.shapes:
             raise Wrong(f"the result is right, but no {D} x {D} matrix was built (D = {D}, the value width "
                         f"{D_v}): the exercise asks for the Householder form, I - beta k^T k times S",
-                        hint=hint("build the matrix itself, torch.eye(D) - beta * torch.outer(k, k), then multiply "
-                                  "S by it from the left."))
+                        hint=hint("build the matrix itself, torch.eye(D) - beta * torch.outer(k, k), then "
+                                  "multiply S by it from the left."))
     return (f"equals am.delta_write for 4 keys and betas (largest relative error {worst:.0e}), through the "
             f"{D} x {D} matrix I - beta k^T k")
 

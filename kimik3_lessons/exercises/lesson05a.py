@@ -73,12 +73,13 @@ def check_forward_substitution_in_place(forward_substitution_in_place):
         inverse = torch.linalg.inv(I + A)
         worst_inv = max(worst_inv, expect_close(f"(I + A)^{{-1}} against torch.linalg.inv, for {what}",
                                                 inverse, out, rtol=1e-8, hint=how))
-        if watch.ops["cat"] or watch.ops["stack"] or watch.writes < C - 1:
-            raise Wrong(f"`forward_substitution_in_place` is not the in-place loop: it wrote into a tensor in "
-                        f"place {watch.writes} times for C = {C} (the loop writes its C - 1 = {C - 1} rows) and "
-                        f"joined tensors {watch.ops['cat'] + watch.ops['stack']} times (the loop, never)",
-                        hint=hint("one buffer, rows overwritten: X = -A.clone(), then X[..., i, :i] = ... for "
-                                  "i = 1 ... C - 1; no torch.cat or torch.stack, no power series."))
+        joined = watch.ops["cat"] + watch.ops["stack"]
+        if joined or watch.writes < C - 1:
+            raise Wrong(f"`forward_substitution_in_place` is not the in-place loop: it wrote into a tensor "
+                        f"in place {watch.writes} times for C = {C} (the loop writes its C - 1 = {C - 1} "
+                        f"rows) and joined tensors {joined} times (the loop, never)",
+                        hint=hint("one buffer, rows overwritten: X = -A.clone(), then X[..., i, :i] = ... "
+                                  "for i = 1 ... C - 1; no torch.cat or torch.stack, no power series."))
     return (f"C = {C}: equals deltanet.forward_substitution (relative error {worst_rows:.0e}) and "
             f"torch.linalg.inv(I + A) ({worst_inv:.0e}), and A is left as it was")
 

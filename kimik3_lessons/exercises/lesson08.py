@@ -94,9 +94,10 @@ def check_absorbed_head(absorbed_head):
                             hint=hint("q_c = W_uk^T q_n scores the latents directly (c q_c), and W_uv "
                                       "multiplies the averaged latent p c, one vector of d_c numbers."))
             if per_token_ops >= 1:
-                raise Wrong(f"your function loops over the cached tokens: {per_token_ops:.0f} more operations "
-                            f"per cached token ({S} tokens: {watch.num_ops}, {fewer}: {shorter.num_ops}); the "
-                            f"exercise asks for the absorbed form as a few products over all of them at once",
+                raise Wrong(f"your function loops over the cached tokens: {per_token_ops:.0f} more "
+                            f"operations per cached token ({S} tokens: {watch.num_ops}, {fewer}: "
+                            f"{shorter.num_ops}); the exercise asks for the absorbed form as a few products "
+                            f"over all of them at once",
                             hint=hint("no loop over the cache: score all S latents at once (c q_c), and "
                                       "up-project once, after the weighted sum."))
     return (f"all {cfg.num_heads} heads equal attend_explicit over {S} cached latents (RoPE on), relative "

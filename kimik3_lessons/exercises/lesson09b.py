@@ -57,15 +57,15 @@ def _check_finer_experts(finer_experts, m):
 
 # What the course's kernel builds SiTU from (aten op names): exp (exp2 too, as `moe._exp` uses it),
 # arithmetic, comparisons, abs, sign, where, clamp and rounding, and the ops that make, view or copy tensors.
-# Any other op (tanh, sigmoid, sinh, log, expm1, softmax, elu, erf, ...) is a function the exercise rules out.
+# Any other op (tanh, sigmoid, sinh, log, expm1, softmax, elu, erf, ...) is one the exercise rules out.
 IN_THE_KERNEL = frozenset((
     "exp", "exp2", "abs", "neg", "add", "sub", "rsub", "mul", "div", "reciprocal", "square", "pow", "sqrt",
-    "sign", "sgn", "copysign", "where", "clamp", "clamp_min", "clamp_max", "minimum", "maximum", "floor", "ceil",
-    "round", "trunc", "gt", "ge", "lt", "le", "eq", "ne", "logical_and", "logical_or", "logical_not",
+    "sign", "sgn", "copysign", "where", "clamp", "clamp_min", "clamp_max", "minimum", "maximum", "floor",
+    "ceil", "round", "trunc", "gt", "ge", "lt", "le", "eq", "ne", "logical_and", "logical_or", "logical_not",
     "bitwise_and", "bitwise_or", "bitwise_not", "masked_fill", "scalar_tensor", "full_like", "zeros_like",
     "ones_like", "empty_like", "full", "zeros", "ones", "empty", "fill", "arange", "clone", "copy", "detach",
-    "alias", "lift_fresh", "lift_fresh_copy", "_to_copy", "view", "_unsafe_view", "reshape", "expand", "select",
-    "slice", "unsqueeze", "squeeze", "t", "transpose", "permute", "stack", "cat", "sum"))
+    "alias", "lift_fresh", "lift_fresh_copy", "_to_copy", "view", "_unsafe_view", "reshape", "expand",
+    "select", "slice", "unsqueeze", "squeeze", "t", "transpose", "permute", "stack", "cat", "sum"))
 RTOL = 1e-5                                                             # per element; float32 rounds at 6e-8
 
 
