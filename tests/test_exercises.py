@@ -81,6 +81,54 @@ def test_plausible_wrong_answers_fail(exercise_id):
     assert hinted, f"no verdict of {exercise_id} gives a hint"
 
 
+def _in_place_by_add_(A):
+    """05a.1 with an in-place method on a row view instead of an assignment."""
+    X = -A.clone()
+    for i in range(1, A.shape[-1]):
+        X[..., i, :i].add_((X[..., i, None, :i] @ X[..., :i, :i])[..., 0, :])
+    return X + torch.eye(A.shape[-1], dtype=A.dtype)
+
+
+def _in_place_by_index_put(A):
+    """05a.1 with rows written through an index tensor (index_put_)."""
+    X = -A.clone()
+    for i in range(1, A.shape[-1]):
+        X[..., i, torch.arange(i)] = X[..., i, :i] + (X[..., i, None, :i] @ X[..., :i, :i])[..., 0, :]
+    return X + torch.eye(A.shape[-1], dtype=A.dtype)
+
+
+def _absorbed_by_matmuls(q_n, q_r, W_uk, W_uv, c, k_r):
+    """08.1 written as row-vector products: the same absorbed form, other ops."""
+    scores = (c @ (q_n @ W_uk) + (k_r * q_r).sum(-1)) * (q_n.numel() + q_r.numel()) ** -0.5
+    return (torch.softmax(scores, 0) @ c) @ W_uv.T
+
+
+def _situ_by_clamp_and_copysign(g, u, beta=4.0, linear_beta=25.0):
+    """09b.2 from exp, abs, clamp and copysign only."""
+    def tanh(x):
+        a = x.abs()
+        E = torch.exp(-2 * a)
+        series = x * (1 - x * x * (1 / 3 - x * x * 2 / 15))
+        return torch.where(a < 0.125, series, torch.copysign((1 - E) / (1 + E), x))
+
+    def sigmoid(x):
+        E = torch.exp(-x.abs())
+        return torch.where(x >= 0, torch.ones_like(x), E) / (1 + E)
+
+    up = u if linear_beta is None else linear_beta * tanh(u / linear_beta)
+    return beta * tanh(g / beta) * sigmoid(g) * up
+
+
+@pytest.mark.parametrize("exercise_id, fn", [("05a.1", _in_place_by_add_), ("05a.1", _in_place_by_index_put),
+                                             ("08.1", _absorbed_by_matmuls),
+                                             ("09b.2", _situ_by_clamp_and_copysign)])
+def test_other_right_methods_pass(exercise_id, fn):
+    """The checks that watch the method accept it written other ways: an in-place row write by any op, the
+    absorbed form as other products, SiTU from exp with other arithmetic."""
+    result = exercises.run(exercise_id, fn)
+    assert result.status == "pass", result.line
+
+
 def test_with_hints_off_a_wrong_answer_gets_no_hint(monkeypatch):
     """KIMIK3_HINTS=0 (a graded run): the ❌ lines keep what differs and drop the hints, also the named
     mistakes. Two wrong answers per exercise (every kind of verdict the kit builds occurs among them)."""
